@@ -1,0 +1,241 @@
+"""One small filesystem layer: every path fasttune touches goes through here.
+
+Local paths (and ``file://`` URLs) are served by :class:`LocalFileSystem`, built on
+``os``/``shutil`` only. Other URL schemes (``s3://``, ``gs://``, ``memory://`` ...)
+are served by :class:`FsspecFileSystem`, which imports fsspec lazily.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, BinaryIO
+
+
+def is_url(path: str) -> bool:
+    """True for ``scheme://...`` paths other than ``file://``."""
+    scheme, sep, _ = str(path).partition("://")
+    return bool(sep) and scheme != "file" and "/" not in scheme
+
+
+def _strip_file_scheme(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+class FileSystem:
+    """The operations fasttune needs from a storage backend."""
+
+    def exists(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def isdir(self, path: str) -> bool:
+        raise NotImplementedError
+
+    def makedirs(self, path: str) -> None:
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        """Names (not paths) of the entries of a directory."""
+        raise NotImplementedError
+
+    def read_bytes(self, path: str) -> bytes:
+        raise NotImplementedError
+
+    def write_bytes_atomic(self, path: str, data: bytes) -> None:
+        """Write ``data`` so that readers see the old or the new content, never a mix."""
+        raise NotImplementedError
+
+    def delete(self, path: str) -> None:
+        """Remove a file or a directory tree; a missing path is not an error."""
+        raise NotImplementedError
+
+    def upload_dir(self, local_dir: str, path: str) -> None:
+        """Copy the local directory ``local_dir`` to ``path`` (merged into it)."""
+        raise NotImplementedError
+
+    def download_dir(self, path: str, local_dir: str) -> None:
+        """Copy the directory ``path`` into the local directory ``local_dir``."""
+        raise NotImplementedError
+
+    @property
+    def is_local(self) -> bool:
+        return False
+
+    def join(self, *parts: str) -> str:
+        return "/".join(p.rstrip("/") if i == 0 else p.strip("/") for i, p in enumerate(parts))
+
+    def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def write_text_atomic(self, path: str, text: str) -> None:
+        self.write_bytes_atomic(path, text.encode("utf-8"))
+
+    def read_json(self, path: str) -> Any:
+        return json.loads(self.read_text(path))
+
+    def write_json_atomic(self, path: str, obj: Any, **dump_kwargs: Any) -> None:
+        self.write_text_atomic(path, json.dumps(obj, **dump_kwargs))
+
+
+class LocalFileSystem(FileSystem):
+    """The local disk. Atomic writes use temp file + fsync + ``os.replace``."""
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    def join(self, *parts: str) -> str:
+        return os.path.join(*parts)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def write_bytes_atomic(self, path: str, data: bytes) -> None:
+        atomic_write_bytes(path, data)
+
+    def delete(self, path: str) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.lexists(path):
+            os.remove(path)
+
+    def upload_dir(self, local_dir: str, path: str) -> None:
+        if os.path.abspath(local_dir) != os.path.abspath(path):
+            shutil.copytree(local_dir, path, dirs_exist_ok=True)
+
+    def download_dir(self, path: str, local_dir: str) -> None:
+        self.upload_dir(path, local_dir)
+
+
+class FsspecFileSystem(FileSystem):
+    """Any fsspec filesystem (S3, GCS, memory, ...). Needs ``fasttune[fsspec]``."""
+
+    def __init__(self, fs: Any):
+        self.fs = fs
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(path))
+
+    def isdir(self, path: str) -> bool:
+        return bool(self.fs.isdir(path))
+
+    def makedirs(self, path: str) -> None:
+        self.fs.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        names = self.fs.ls(path, detail=False)
+        return sorted(n.rstrip("/").rsplit("/", 1)[-1] for n in names)
+
+    def read_bytes(self, path: str) -> bytes:
+        return bytes(self.fs.cat_file(path))
+
+    def write_bytes_atomic(self, path: str, data: bytes) -> None:
+        # Object stores publish a whole object at once; ``pipe`` is one PUT.
+        parent = path.rsplit("/", 1)[0]
+        if parent:
+            self.fs.makedirs(parent, exist_ok=True)
+        self.fs.pipe_file(path, data)
+
+    def delete(self, path: str) -> None:
+        if self.fs.exists(path):
+            self.fs.rm(path, recursive=True)
+
+    def upload_dir(self, local_dir: str, path: str) -> None:
+        self.fs.makedirs(path, exist_ok=True)
+        for root, _dirs, files in os.walk(local_dir):
+            rel = os.path.relpath(root, local_dir)
+            target = path if rel == "." else self.join(path, rel.replace(os.sep, "/"))
+            self.fs.makedirs(target, exist_ok=True)
+            for name in files:
+                self.fs.put_file(os.path.join(root, name), self.join(target, name))
+
+    def download_dir(self, path: str, local_dir: str) -> None:
+        os.makedirs(local_dir, exist_ok=True)
+        prefix = path.rstrip("/")
+        for remote in self.fs.find(prefix):
+            rel = remote[len(prefix) :].lstrip("/")
+            local = os.path.join(local_dir, *rel.split("/"))
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            self.fs.get_file(remote, local)
+
+
+_LOCAL = LocalFileSystem()
+
+
+def get_fs_and_path(path: str | os.PathLike[str]) -> tuple[FileSystem, str]:
+    """Return the filesystem that serves ``path`` and the path within it."""
+    path = os.fspath(path)
+    if not is_url(path):
+        return _LOCAL, os.path.abspath(os.path.expanduser(_strip_file_scheme(path)))
+    from fasttune._internal._imports import import_optional
+
+    fsspec = import_optional("fsspec", extra="fsspec")
+    fs, inner = fsspec.core.url_to_fs(path)
+    return FsspecFileSystem(fs), inner
+
+
+def local_filesystem() -> LocalFileSystem:
+    return _LOCAL
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically and durably (temp file, fsync, replace)."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, **dump_kwargs: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, **dump_kwargs))
+
+
+@contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[BinaryIO]:
+    """Open a temp file beside ``path``; it replaces ``path`` only if the block succeeds."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode) as f:
+            yield f  # type: ignore[misc]
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
