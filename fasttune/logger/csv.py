@@ -1,0 +1,176 @@
+"""``progress.csv`` in a trial directory: one row per result, flattened keys as columns.
+
+The file-format logic lives in :class:`CSVResultWriter`, which only needs a
+directory; :class:`CSVLogger` (and the driver-side callback) are thin users of it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+from typing import Any
+
+from fasttune.logger._appender import LineAppender, drop_partial_last_line
+from fasttune.logger._flatten import flatten_result
+from fasttune.logger.logger import Logger
+from fasttune.result import CONFIG, EXPR_PROGRESS_FILE
+from fasttune.storage.filesystem import atomic_write_bytes
+
+logger = logging.getLogger(__name__)
+
+_LINE_END = "\n"
+_EXCLUDED = frozenset((CONFIG,))
+
+
+class _LastLine:
+    """A file-like sink that keeps the one line a ``csv.writer`` row produces."""
+
+    __slots__ = ("line",)
+
+    def __init__(self) -> None:
+        self.line = ""
+
+    def write(self, text: str) -> None:
+        self.line = text
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "backslashreplace")
+
+
+class CSVResultWriter:
+    """Writes results as rows of ``progress.csv`` in a trial directory.
+
+    Nested dicts are flattened with ``/`` (``{"a": {"b": 1}}`` -> column ``a/b``)
+    and the ``config`` key is left out. The header comes from the first result.
+    When a later result brings new keys, the file is rewritten once with the
+    extended header, older rows getting blanks in the new columns, and replaces the
+    old one atomically; keys missing from a result are left blank. An existing
+    file (a restored trial) is appended to under its own header.
+
+    Each row reaches the operating system whole and at once, so the file always
+    parses with :class:`csv.DictReader`. The file is opened at the first result.
+
+    Args:
+        logdir: The trial directory (created if missing).
+    """
+
+    def __init__(self, logdir: str):
+        self.logdir = logdir
+        self.path = os.path.join(logdir, EXPR_PROGRESS_FILE)
+        self._out: LineAppender | None = None
+        self._fieldnames: list[str] | None = None
+        self._known: set[str] = set()
+        self._last_keys: tuple[str, ...] = ()
+        self._sink = _LastLine()
+        self._csv = csv.writer(self._sink, lineterminator=_LINE_END)
+        self._closed = False
+
+    @property
+    def fieldnames(self) -> list[str] | None:
+        """The columns of the file, or None before the first result."""
+        return None if self._fieldnames is None else list(self._fieldnames)
+
+    def _open(self) -> LineAppender:
+        if self._closed:
+            raise ValueError(f"Cannot write to {self.path}: the writer is closed.")
+        os.makedirs(self.logdir, exist_ok=True)
+        drop_partial_last_line(self.path)
+        header = self._read_header()
+        if header:
+            self._set_fieldnames(header)
+        self._out = LineAppender(self.path)
+        return self._out
+
+    def _read_header(self) -> list[str] | None:
+        try:
+            with open(self.path, newline="", encoding="utf-8") as f:
+                return next(csv.reader(f), None)
+        except FileNotFoundError:
+            return None
+
+    def _set_fieldnames(self, fieldnames: list[str]) -> None:
+        self._fieldnames = fieldnames
+        self._known = set(fieldnames)
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        """Append ``result`` as one row, extending the header first if it has new keys."""
+        out = self._out or self._open()
+        flat = flatten_result(result, _EXCLUDED)
+        keys = tuple(flat)
+        if keys != self._last_keys:
+            self._last_keys = keys
+            if self._fieldnames is None:
+                self._set_fieldnames(list(keys))
+                self._csv.writerow(keys)
+                out.append(_encode(self._sink.line))
+            else:
+                new = [k for k in keys if k not in self._known]
+                if new:
+                    out = self._extend_header(new)
+        get = flat.get
+        self._csv.writerow([get(k, "") for k in self._fieldnames])  # type: ignore[union-attr]
+        out.append(_encode(self._sink.line))
+
+    def _extend_header(self, new_keys: list[str]) -> LineAppender:
+        """Rewrite the file with ``new_keys`` added to the header, atomically."""
+        assert self._out is not None and self._fieldnames is not None
+        fieldnames = self._fieldnames + new_keys
+        logger.debug("Adding columns %s to %s", new_keys, self.path)
+        self._out.close()
+        with open(self.path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator=_LINE_END)
+        writer.writerow(fieldnames)
+        width = len(fieldnames)
+        for row in rows[1:]:
+            writer.writerow(row + [""] * (width - len(row)))
+        atomic_write_bytes(self.path, _encode(buffer.getvalue()))
+        self._set_fieldnames(fieldnames)
+        self._out = LineAppender(self.path)
+        return self._out
+
+    def flush(self) -> None:
+        """Nothing to do: every row is handed to the OS as it is written."""
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close the file; closing twice is harmless."""
+        self._closed = True
+        if self._out is not None:
+            self._out.close()
+
+
+class CSVLogger(Logger):
+    """Logs results to ``progress.csv`` in the trial directory.
+
+    Nested dicts are flattened: ``{"a": {"b": 1, "c": 2}}`` gives the columns
+    ``a/b`` and ``a/c``. See :class:`CSVResultWriter` for how new keys are handled.
+
+    Example:
+        >>> import tempfile
+        >>> log = CSVLogger({}, tempfile.mkdtemp())
+        >>> log.on_result({"training_iteration": 1, "metrics": {"loss": 0.5}})
+        >>> log.close()
+    """
+
+    def _init(self) -> None:
+        self._writer = CSVResultWriter(self.logdir)
+
+    def on_result(self, result: dict[str, Any]) -> None:
+        """Append ``result`` as one row of ``progress.csv``."""
+        self._writer.write_result(result)
+
+    def flush(self) -> None:
+        """Push pending writes to storage (every row is already handed to the OS)."""
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Close ``progress.csv``."""
+        self._writer.close()

@@ -1,0 +1,115 @@
+"""``params.json``, ``params.pkl`` and ``result.json`` in a trial directory.
+
+The file-format logic lives in :func:`write_params` and :class:`JsonResultWriter`,
+which only need a directory; :class:`JsonLogger` (and the driver-side callbacks)
+are thin users of them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fasttune.logger._appender import LineAppender
+from fasttune.logger._encoding import encode_config, encode_result_line
+from fasttune.logger.logger import Logger
+from fasttune.result import EXPR_PARAM_FILE, EXPR_PARAM_PICKLE_FILE, EXPR_RESULT_FILE
+from fasttune.storage.filesystem import atomic_write_bytes, atomic_write_text
+
+
+def _as_dict(config: Any) -> dict[str, Any]:
+    if isinstance(config, dict):
+        return config
+    to_dict = getattr(config, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return dict(config)
+
+
+def write_params(logdir: str, config: Any) -> dict[str, Any]:
+    """Write a trial's config to ``params.json`` and ``params.pkl``, each atomically.
+
+    ``params.json`` is indented, key-sorted JSON in which values JSON cannot hold
+    are converted (see :class:`SafeFallbackEncoder`); ``params.pkl`` is the exact
+    config, cloudpickled.
+
+    Args:
+        logdir: The trial directory (created if missing).
+        config: A dict, or an object with a ``to_dict()`` method.
+
+    Returns:
+        The config as a dict.
+    """
+    import cloudpickle  # a core dependency, imported on first use to keep imports light
+
+    config = _as_dict(config)
+    atomic_write_text(os.path.join(logdir, EXPR_PARAM_FILE), encode_config(config))
+    atomic_write_bytes(os.path.join(logdir, EXPR_PARAM_PICKLE_FILE), cloudpickle.dumps(config))
+    return config
+
+
+class JsonResultWriter:
+    """Appends each result as one JSON line to ``result.json`` in a trial directory.
+
+    Every line reaches the operating system whole and at once (no user-space
+    buffer), so readers never see half a line and a crash loses nothing already
+    written. An existing file is appended to, after dropping a partial last line.
+
+    Args:
+        logdir: The trial directory (created if missing).
+    """
+
+    def __init__(self, logdir: str):
+        os.makedirs(logdir, exist_ok=True)
+        self.path = os.path.join(logdir, EXPR_RESULT_FILE)
+        self._out = LineAppender(self.path)
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        """Append ``result`` (numpy values converted, NaN written as ``NaN``)."""
+        self._out.append(encode_result_line(result))
+
+    def flush(self) -> None:
+        """Nothing to do: every line is handed to the OS as it is written."""
+
+    @property
+    def closed(self) -> bool:
+        return self._out.closed
+
+    def close(self) -> None:
+        """Close the file; closing twice is harmless."""
+        self._out.close()
+
+
+class JsonLogger(Logger):
+    """Logs results to ``result.json`` and the config to ``params.json``/``params.pkl``.
+
+    The config files are (re)written whenever the config is set or updated; each
+    result is appended as one JSON line.
+
+    Example:
+        >>> import tempfile
+        >>> log = JsonLogger({"lr": 0.1}, tempfile.mkdtemp())
+        >>> log.on_result({"training_iteration": 1, "loss": 0.5})
+        >>> log.close()
+    """
+
+    def _init(self) -> None:
+        os.makedirs(self.logdir, exist_ok=True)
+        self.update_config(self.config)
+        self._writer = JsonResultWriter(self.logdir)
+
+    def on_result(self, result: dict[str, Any]) -> None:
+        """Append ``result`` to ``result.json``."""
+        self._writer.write_result(result)
+
+    def update_config(self, config: Any) -> None:
+        """Store ``config`` and rewrite ``params.json`` and ``params.pkl``."""
+        self.config = write_params(self.logdir, config)
+
+    def flush(self) -> None:
+        """Push pending writes to storage (every line is already handed to the OS)."""
+        self._writer.flush()
+
+    def close(self) -> None:
+        """Close ``result.json``."""
+        self._writer.close()
