@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def flatten_dict(dt: Mapping[str, Any], delimiter: str = "/", prevent_delimiter: bool = False) -> dict[str, Any]:
+def flatten_dict(
+    dt: Mapping[str, Any], delimiter: str = "/", prevent_delimiter: bool = False
+) -> dict[str, Any]:
     """Flatten nested dicts into one level, joining keys with ``delimiter``.
 
     >>> flatten_dict({"a": {"b": 1}, "c": 2})

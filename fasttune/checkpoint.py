@@ -1,0 +1,117 @@
+"""``Checkpoint``: a directory of files on some filesystem (as ``ray.tune.Checkpoint``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from fasttune.storage.filesystem import FileSystem, get_fs_and_path
+
+_METADATA_FILE = ".metadata.json"
+
+
+class Checkpoint:
+    """A reference to a checkpoint directory, local or remote.
+
+    Args:
+        path: Directory path or URL (``s3://...``, ``memory://...``) of the checkpoint.
+        filesystem: The :class:`~fasttune.storage.FileSystem` serving ``path``;
+            inferred from the path when omitted.
+
+    Example:
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> ckpt = Checkpoint.from_directory(d)
+        >>> with ckpt.as_directory() as local:
+        ...     local == ckpt.path
+        True
+    """
+
+    def __init__(self, path: str | os.PathLike[str], filesystem: FileSystem | None = None):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(
+                f"Checkpoint(path=...) must be a directory path or URL string, got "
+                f"{type(path).__name__}: {path!r}"
+            )
+        if filesystem is None:
+            filesystem, path = get_fs_and_path(path)
+        self.path: str = os.fspath(path)
+        self.filesystem: FileSystem = filesystem
+
+    @classmethod
+    def from_directory(cls, path: str | os.PathLike[str]) -> Checkpoint:
+        """Create a checkpoint that refers to an existing directory."""
+        return cls(path)
+
+    def to_directory(self, path: str | os.PathLike[str] | None = None) -> str:
+        """Copy the checkpoint's files to a local directory (a new temp dir by default)."""
+        target = os.fspath(path) if path is not None else tempfile.mkdtemp(prefix="checkpoint_")
+        os.makedirs(target, exist_ok=True)
+        self.filesystem.download_dir(self.path, target)
+        return target
+
+    @contextmanager
+    def as_directory(self) -> Iterator[str]:
+        """Yield a local directory with the checkpoint's files.
+
+        A local checkpoint is yielded in place (no copy, do not modify it); a remote
+        one is downloaded to a temporary directory that is deleted afterwards.
+        """
+        if self.filesystem.is_local:
+            yield self.path
+            return
+        local = self.to_directory()
+        try:
+            yield local
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
+
+    def get_metadata(self) -> dict[str, Any]:
+        """Return the metadata dict stored with the checkpoint (empty if none)."""
+        meta_path = self.filesystem.join(self.path, _METADATA_FILE)
+        if not self.filesystem.exists(meta_path):
+            return {}
+        return dict(self.filesystem.read_json(meta_path))
+
+    def set_metadata(self, metadata: dict[str, Any]) -> None:
+        """Replace the checkpoint's metadata (must be JSON-serialisable)."""
+        if not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        try:
+            text = json.dumps(metadata)
+        except TypeError as e:
+            raise TypeError(f"Checkpoint metadata must be JSON-serialisable: {e}") from e
+        self.filesystem.makedirs(self.path)
+        self.filesystem.write_text_atomic(self.filesystem.join(self.path, _METADATA_FILE), text)
+
+    def update_metadata(self, metadata: dict[str, Any]) -> None:
+        """Merge ``metadata`` into the checkpoint's metadata."""
+        merged = self.get_metadata()
+        merged.update(metadata)
+        self.set_metadata(merged)
+
+    def __repr__(self) -> str:
+        kind = "local" if self.filesystem.is_local else type(self.filesystem).__name__
+        return f"Checkpoint(filesystem={kind}, path={self.path})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Checkpoint)
+            and other.path == self.path
+            and type(other.filesystem) is type(self.filesystem)
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "filesystem": self.filesystem}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self.filesystem = state["filesystem"]

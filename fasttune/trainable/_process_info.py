@@ -1,0 +1,42 @@
+"""Facts about the current process and host, computed once."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import socket
+
+
+@functools.lru_cache(maxsize=1)
+def node_ip() -> str:
+    """This host's IP address as other hosts would see it (no traffic is sent)."""
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+@functools.lru_cache(maxsize=1)
+def hostname() -> str:
+    return platform.node()
+
+
+def pid() -> int:
+    return os.getpid()
+
+
+class SysUsageMonitor:
+    """CPU and RAM use of the machine between two calls (``log_sys_usage=True``)."""
+
+    def __init__(self) -> None:
+        from fasttune._internal._imports import import_optional
+
+        self._psutil = import_optional("psutil", extra="sysinfo", feature="log_sys_usage")
+        self._psutil.cpu_percent(interval=None)  # prime the counter
+
+    def sample(self) -> dict[str, float]:
+        return {
+            "cpu_util_percent": float(self._psutil.cpu_percent(interval=None)),
+            "ram_util_percent": float(self._psutil.virtual_memory().percent),
+        }
