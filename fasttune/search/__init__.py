@@ -1,0 +1,52 @@
+"""Search spaces and search algorithms (``ray.tune.search``).
+
+Example:
+    >>> from fasttune import search
+    >>> space = {"lr": search.loguniform(1e-4, 1e-1), "act": search.grid_search(["relu", "tanh"])}
+    >>> [config["act"] for _, config in search.generate_variants(space, random_state=0)]
+    ['relu', 'tanh']
+"""
+
+from fasttune.search.sample import (
+    Categorical,
+    Domain,
+    Float,
+    Function,
+    Integer,
+    choice,
+    grid_search,
+    lograndint,
+    loguniform,
+    qlograndint,
+    qloguniform,
+    qrandint,
+    qrandn,
+    quniform,
+    randint,
+    randn,
+    sample_from,
+    uniform,
+)
+from fasttune.search.variant_generator import generate_variants
+
+__all__ = [
+    "Categorical",
+    "Domain",
+    "Float",
+    "Function",
+    "Integer",
+    "choice",
+    "generate_variants",
+    "grid_search",
+    "lograndint",
+    "loguniform",
+    "qlograndint",
+    "qloguniform",
+    "qrandint",
+    "qrandn",
+    "quniform",
+    "randint",
+    "randn",
+    "sample_from",
+    "uniform",
+]
