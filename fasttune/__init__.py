@@ -3,7 +3,9 @@
 Write ``import fasttune as tune`` where you wrote ``from ray import tune``.
 """
 
-from fasttune import logger, utils
+import importlib
+from typing import Any
+
 from fasttune.checkpoint import Checkpoint
 from fasttune.execution.placement_groups import PlacementGroupFactory
 from fasttune.search.sample import (
@@ -33,6 +35,17 @@ from fasttune.trainable import (
 )
 
 __version__ = "0.1.0"
+
+# Submodules reachable as attributes (``tune.utils``, ``tune.logger``), imported on
+# first use so that ``import fasttune`` stays fast.
+_LAZY_SUBMODULES = {"logger", "utils", "search", "execution", "trainable", "result", "context"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"fasttune.{name}")
+    raise AttributeError(f"module 'fasttune' has no attribute {name!r}")
+
 
 __all__ = [
     "Checkpoint",

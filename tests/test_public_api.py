@@ -1,0 +1,63 @@
+"""The public namespace matches ``ray.tune`` for the parts built so far, and stays light."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+import fasttune as tune
+
+PUBLIC_NAMES = [
+    "Trainable", "FunctionTrainable", "report", "get_checkpoint", "get_context", "TuneContext",
+    "Checkpoint", "with_parameters", "with_resources", "PlacementGroupFactory",
+    "uniform", "quniform", "loguniform", "qloguniform", "randn", "qrandn", "randint",
+    "qrandint", "lograndint", "qlograndint", "choice", "grid_search", "sample_from",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", PUBLIC_NAMES)
+def test_top_level_names(name):
+    assert getattr(tune, name) is not None
+    assert name in tune.__all__
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        ("fasttune.trainable", ["Trainable", "FunctionTrainable", "with_parameters", "wrap_function"]),
+        ("fasttune.trainable.trainable", ["Trainable"]),
+        ("fasttune.trainable.function_trainable", ["FunctionTrainable", "wrap_function"]),
+        ("fasttune.search.sample", ["Domain", "Float", "Integer", "Categorical", "Function"]),
+        ("fasttune.search.variant_generator", ["generate_variants", "grid_search"]),
+        ("fasttune.logger", ["Logger", "JsonLogger", "CSVLogger", "TBXLogger", "UnifiedLogger"]),
+        ("fasttune.execution.placement_groups", ["PlacementGroupFactory"]),
+        ("fasttune.utils", ["validate_save_restore", "diagnose_serialization", "wait_for_gpu"]),
+        ("fasttune.utils.util", ["validate_warmstart", "flatten_dict"]),
+        ("fasttune.result", ["TRAINING_ITERATION", "DONE", "TIME_TOTAL_S"]),
+        ("fasttune.context", ["TuneContext", "get_context"]),
+    ],
+)  # fmt: skip
+def test_ray_module_paths_resolve(module, names):
+    mod = importlib.import_module(module)
+    for name in names:
+        assert hasattr(mod, name), f"{module}.{name}"
+
+
+def test_submodules_are_attributes():
+    assert tune.utils.validate_save_restore is not None
+    assert tune.logger.JsonLogger is not None
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        tune.nope  # noqa: B018
+
+
+def test_import_is_light():
+    code = (
+        "import sys, fasttune; "
+        "print(','.join(m for m in ('numpy', 'tensorboardX', 'pandas', 'psutil', 'fsspec', "
+        "'optuna', 'ray') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
