@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fasttune.storage.filesystem import FileSystem, get_fs_and_path
+from fasttune.storage.filesystem import FileSystem, FsspecFileSystem, get_fs_and_path
 
 _METADATA_FILE = ".metadata.json"
 
@@ -20,8 +21,12 @@ class Checkpoint:
 
     Args:
         path: Directory path or URL (``s3://...``, ``memory://...``) of the checkpoint.
-        filesystem: The :class:`~fasttune.storage.FileSystem` serving ``path``;
-            inferred from the path when omitted.
+        filesystem: The :class:`~fasttune.storage.FileSystem` (or fsspec filesystem)
+            serving ``path``; inferred from the path when omitted.
+
+    Raises:
+        TypeError: If ``path`` is not a string or path, or ``filesystem`` is not a
+            filesystem.
 
     Example:
         >>> import tempfile
@@ -40,6 +45,14 @@ class Checkpoint:
             )
         if filesystem is None:
             filesystem, path = get_fs_and_path(path)
+        elif not isinstance(filesystem, FileSystem):
+            fsspec = sys.modules.get("fsspec")
+            if fsspec is None or not isinstance(filesystem, fsspec.AbstractFileSystem):
+                raise TypeError(
+                    "Checkpoint(filesystem=...) must be a fasttune.storage.FileSystem or an "
+                    f"fsspec filesystem, got {type(filesystem).__name__}: {filesystem!r}"
+                )
+            filesystem = FsspecFileSystem(filesystem)
         self.path: str = os.fspath(path)
         self.filesystem: FileSystem = filesystem
 
@@ -50,9 +63,17 @@ class Checkpoint:
 
     def to_directory(self, path: str | os.PathLike[str] | None = None) -> str:
         """Copy the checkpoint's files to a local directory (a new temp dir by default)."""
-        target = os.fspath(path) if path is not None else tempfile.mkdtemp(prefix="checkpoint_")
-        os.makedirs(target, exist_ok=True)
-        self.filesystem.download_dir(self.path, target)
+        if path is not None:
+            target = os.fspath(path)
+            os.makedirs(target, exist_ok=True)
+            self.filesystem.download_dir(self.path, target)
+            return target
+        target = tempfile.mkdtemp(prefix="checkpoint_tmp_")
+        try:
+            self.filesystem.download_dir(self.path, target)
+        except BaseException:
+            shutil.rmtree(target, ignore_errors=True)
+            raise
         return target
 
     @contextmanager
@@ -80,30 +101,32 @@ class Checkpoint:
 
     def set_metadata(self, metadata: dict[str, Any]) -> None:
         """Replace the checkpoint's metadata (must be JSON-serialisable)."""
-        if not isinstance(metadata, dict):
-            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        _check_metadata_dict("set_metadata", metadata)
         try:
             text = json.dumps(metadata)
-        except TypeError as e:
-            raise TypeError(f"Checkpoint metadata must be JSON-serialisable: {e}") from e
+        except (TypeError, ValueError) as e:  # ValueError: circular reference
+            raise TypeError(
+                f"Checkpoint.set_metadata(metadata=...) must be JSON-serialisable: {e}"
+            ) from e
         self.filesystem.makedirs(self.path)
         self.filesystem.write_text_atomic(self.filesystem.join(self.path, _METADATA_FILE), text)
 
     def update_metadata(self, metadata: dict[str, Any]) -> None:
         """Merge ``metadata`` into the checkpoint's metadata."""
+        _check_metadata_dict("update_metadata", metadata)
         merged = self.get_metadata()
         merged.update(metadata)
         self.set_metadata(merged)
 
     def __repr__(self) -> str:
-        kind = "local" if self.filesystem.is_local else type(self.filesystem).__name__
-        return f"Checkpoint(filesystem={kind}, path={self.path})"
+        return f"Checkpoint(filesystem={self.filesystem.type_name}, path={self.path})"
 
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, Checkpoint)
             and other.path == self.path
             and type(other.filesystem) is type(self.filesystem)
+            and other.filesystem.type_name == self.filesystem.type_name
         )
 
     def __hash__(self) -> int:
@@ -115,3 +138,11 @@ class Checkpoint:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
         self.filesystem = state["filesystem"]
+
+
+def _check_metadata_dict(method: str, metadata: Any) -> None:
+    if not isinstance(metadata, dict):
+        raise TypeError(
+            f"Checkpoint.{method}(metadata=...) must be a dict, got "
+            f"{type(metadata).__name__}: {metadata!r}"
+        )

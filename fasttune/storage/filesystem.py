@@ -10,17 +10,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 
 def is_url(path: str) -> bool:
     """True for ``scheme://...`` paths other than ``file://``."""
     scheme, sep, _ = str(path).partition("://")
-    return bool(sep) and scheme != "file" and "/" not in scheme
+    return bool(sep) and bool(scheme) and scheme != "file" and "/" not in scheme
 
 
 def _strip_file_scheme(path: str) -> str:
@@ -66,6 +65,11 @@ class FileSystem:
     def is_local(self) -> bool:
         return False
 
+    @property
+    def type_name(self) -> str:
+        """Short name of the backend (``local``, ``s3``, ``memory`` ...), as in Ray."""
+        return type(self).__name__
+
     def join(self, *parts: str) -> str:
         return "/".join(p.rstrip("/") if i == 0 else p.strip("/") for i, p in enumerate(parts))
 
@@ -88,6 +92,10 @@ class LocalFileSystem(FileSystem):
     @property
     def is_local(self) -> bool:
         return True
+
+    @property
+    def type_name(self) -> str:
+        return "local"
 
     def join(self, *parts: str) -> str:
         return os.path.join(*parts)
@@ -131,6 +139,11 @@ class FsspecFileSystem(FileSystem):
     def __init__(self, fs: Any):
         self.fs = fs
 
+    @property
+    def type_name(self) -> str:
+        protocol = self.fs.protocol
+        return str(protocol if isinstance(protocol, str) else protocol[0])
+
     def exists(self, path: str) -> bool:
         return bool(self.fs.exists(path))
 
@@ -168,13 +181,22 @@ class FsspecFileSystem(FileSystem):
                 self.fs.put_file(os.path.join(root, name), self.join(target, name))
 
     def download_dir(self, path: str, local_dir: str) -> None:
+        # Normalise as fsspec does, so that the paths ``find`` returns start with it.
+        prefix = self.fs._strip_protocol(path).rstrip("/")
+        if not self.fs.isdir(prefix):
+            raise FileNotFoundError(f"No directory at {path!r} to download.")
         os.makedirs(local_dir, exist_ok=True)
-        prefix = path.rstrip("/")
-        for remote in self.fs.find(prefix):
-            rel = remote[len(prefix) :].lstrip("/")
+        entries = self.fs.find(prefix, withdirs=True, detail=True)
+        for remote, info in sorted(entries.items()):
+            rel = remote[len(prefix) :].strip("/")
+            if not rel:
+                continue
             local = os.path.join(local_dir, *rel.split("/"))
-            os.makedirs(os.path.dirname(local), exist_ok=True)
-            self.fs.get_file(remote, local)
+            if info["type"] == "directory":
+                os.makedirs(local, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                self.fs.get_file(remote, local)
 
 
 _LOCAL = LocalFileSystem()
@@ -196,22 +218,33 @@ def local_filesystem() -> LocalFileSystem:
     return _LOCAL
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically and durably (temp file, fsync, replace)."""
-    path = os.fspath(path)
+def _temp_path_beside(path: str) -> tuple[str, str]:
+    """(directory, hidden unique temp path) for an atomic write of ``path``."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
+    return directory, os.path.join(
+        directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp"
+    )
+
+
+def _fsync_dir(directory: str) -> None:
+    """Make a rename in ``directory`` durable (a no-op where directories can't be opened)."""
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically and durably (temp file, fsync, replace)."""
+    with atomic_open(path, "wb") as f:
+        f.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -223,19 +256,29 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, **dump_kwargs: Any
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[BinaryIO]:
-    """Open a temp file beside ``path``; it replaces ``path`` only if the block succeeds."""
+def atomic_open(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+    """Open a temp file beside ``path``; it replaces ``path`` only if the block succeeds.
+
+    Args:
+        path: The file to (re)write.
+        mode: ``"wb"`` (bytes) or ``"w"`` (UTF-8 text).
+
+    Raises:
+        ValueError: For any other ``mode``.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open(mode=...) must be 'w' or 'wb', got {mode!r}")
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    directory, tmp = _temp_path_beside(path)
     try:
-        with os.fdopen(fd, mode) as f:
-            yield f  # type: ignore[misc]
+        # "x": a fresh file with the usual permissions (umask), unlike mkstemp's 0600.
+        with open(tmp, mode.replace("w", "x"), encoding=None if "b" in mode else "utf-8") as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.remove(tmp)
         raise
+    _fsync_dir(directory)
