@@ -7,6 +7,7 @@ Example:
     ['relu', 'tanh']
 """
 
+from fasttune.search.basic_variant import BasicVariantGenerator
 from fasttune.search.sample import (
     Categorical,
     Domain,
@@ -27,14 +28,22 @@ from fasttune.search.sample import (
     sample_from,
     uniform,
 )
+from fasttune.search.search_algorithm import SearchAlgorithm, Suggestion
+from fasttune.search.search_generator import SearchGenerator
+from fasttune.search.searcher import Searcher
 from fasttune.search.variant_generator import generate_variants
 
 __all__ = [
+    "BasicVariantGenerator",
     "Categorical",
     "Domain",
     "Float",
     "Function",
     "Integer",
+    "SearchAlgorithm",
+    "SearchGenerator",
+    "Searcher",
+    "Suggestion",
     "choice",
     "generate_variants",
     "grid_search",

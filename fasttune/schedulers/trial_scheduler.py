@@ -1,0 +1,186 @@
+"""``TrialScheduler`` and ``FIFOScheduler`` (as ``ray.tune.schedulers``).
+
+A scheduler decides: which waiting trial runs next (:meth:`choose_trial_to_run`)
+and, after each result, whether a trial continues, pauses or stops (the string
+returned by :meth:`on_trial_result`). What it receives as ``tune_controller`` is a
+read-only :class:`ControllerView`; actions beyond the returned decision (pausing
+or stopping *another* trial) are requested through the view's narrow request
+methods, which the controller carries out after the hook returns.
+
+Example:
+    >>> scheduler = FIFOScheduler()
+    >>> scheduler.set_search_properties("loss", "min")
+    True
+    >>> scheduler.on_trial_result(None, None, {"loss": 1.0})
+    'CONTINUE'
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection
+from typing import Any, Protocol, runtime_checkable
+
+from fasttune import result as R
+from fasttune.experiment.trial import Trial, TrialStatus
+from fasttune.search._pickled_state import read_pickle, write_pickle
+from fasttune.search.searcher import validate_metric_mode
+
+
+@runtime_checkable
+class ControllerView(Protocol):
+    """What a scheduler sees of the experiment controller.
+
+    Reads are snapshots of the controller's state; the two request methods only
+    record a request, which the controller executes once the hook has returned.
+    """
+
+    def get_trials(self) -> list[Trial]:
+        """All trials of the experiment, in the order they were added."""
+        ...
+
+    def get_live_trials(self) -> Collection[Trial]:
+        """Trials that are not finished (PENDING, RUNNING or PAUSED)."""
+        ...
+
+    def has_resources_for_trial(self, trial: Trial) -> bool:
+        """Whether ``trial`` could be started now."""
+        ...
+
+    def pause_trial(self, trial: Trial) -> None:
+        """Request that ``trial`` be paused (checkpointed, then its worker freed)."""
+        ...
+
+    def stop_trial(self, trial: Trial) -> None:
+        """Request that ``trial`` be stopped (it ends TERMINATED)."""
+        ...
+
+
+class TrialScheduler:
+    """Base class of trial schedulers.
+
+    Attributes:
+        CONTINUE, PAUSE, STOP: The decisions :meth:`on_trial_result` returns.
+        NOOP: Ray's "the scheduler already acted" decision; fasttune treats it as
+            CONTINUE for the trial, the actions coming through the view's requests.
+    """
+
+    CONTINUE = "CONTINUE"
+    PAUSE = "PAUSE"
+    STOP = "STOP"
+    NOOP = "NOOP"
+
+    _metric: Any = None
+    _mode: Any = None
+    # False: the scheduler needs a decision after every result, so the controller
+    # lets each trial run at most one iteration ahead of it.
+    _supports_buffered_results = True
+
+    @property
+    def metric(self) -> Any:
+        """The result key the scheduler compares trials on."""
+        return self._metric
+
+    @property
+    def mode(self) -> Any:
+        """``"min"`` or ``"max"``."""
+        return self._mode
+
+    @property
+    def supports_buffered_results(self) -> bool:
+        """Whether results may reach the scheduler in batches."""
+        return self._supports_buffered_results
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        """Receive ``TuneConfig.metric`` and ``mode``.
+
+        Returns:
+            False if the scheduler already has a metric (or mode) and another is
+            given (the caller should report the conflict); True otherwise. With no
+            metric at all, the anonymous default metric is used.
+
+        Raises:
+            ValueError: If ``mode`` is not ``"min"``/``"max"``.
+        """
+        validate_metric_mode(metric, mode)
+        if (self._metric and metric) or (self._mode and mode):
+            return False
+        if metric:
+            self._metric = metric
+        if mode:
+            self._mode = mode
+        if self._metric is None:
+            self._metric = R.DEFAULT_METRIC
+        return True
+
+    # ------------------------------------------------------------------ hooks
+    def on_trial_add(self, tune_controller: ControllerView, trial: Trial) -> None:
+        """A trial was added (it is PENDING)."""
+
+    def on_trial_error(self, tune_controller: ControllerView, trial: Trial) -> None:
+        """A RUNNING trial failed."""
+
+    def on_trial_result(
+        self, tune_controller: ControllerView, trial: Trial, result: dict[str, Any]
+    ) -> str:
+        """Decide after a result: :attr:`CONTINUE`, :attr:`PAUSE` or :attr:`STOP`."""
+        raise NotImplementedError(f"{type(self).__name__} must implement on_trial_result().")
+
+    def on_trial_complete(
+        self, tune_controller: ControllerView, trial: Trial, result: dict[str, Any]
+    ) -> None:
+        """A RUNNING trial finished (normally or stopped), with its last result."""
+
+    def on_trial_remove(self, tune_controller: ControllerView, trial: Trial) -> None:
+        """A PENDING or PAUSED trial was removed (stopped without running to the end)."""
+
+    def choose_trial_to_run(self, tune_controller: ControllerView) -> Trial | None:
+        """Pick a PENDING or PAUSED trial to start, or None. Must not change state."""
+        raise NotImplementedError(f"{type(self).__name__} must implement choose_trial_to_run().")
+
+    def debug_string(self) -> str:
+        """One line for progress output."""
+        return f"Using {type(self).__name__}."
+
+    # ------------------------------------------------------------------ state
+    def get_state(self) -> dict[str, Any]:
+        """Picklable state (default: a copy of the attributes)."""
+        return dict(self.__dict__)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state`."""
+        self.__dict__.update(state)
+
+    def save(self, checkpoint_path: str | os.PathLike[str]) -> None:
+        """Write :meth:`get_state` to ``checkpoint_path`` atomically."""
+        write_pickle(checkpoint_path, self.get_state())
+
+    def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
+        """Load what :meth:`save` wrote."""
+        self.set_state(read_pickle(checkpoint_path))
+
+
+class FIFOScheduler(TrialScheduler):
+    """Run trials in the order they were added; never pause or stop one early.
+
+    Example:
+        >>> FIFOScheduler().debug_string()
+        'Using FIFO scheduling algorithm.'
+    """
+
+    def on_trial_result(
+        self, tune_controller: ControllerView, trial: Trial, result: dict[str, Any]
+    ) -> str:
+        return TrialScheduler.CONTINUE
+
+    def choose_trial_to_run(self, tune_controller: ControllerView) -> Trial | None:
+        """The first PENDING trial that fits the free resources, else the first PAUSED one."""
+        trials = tune_controller.get_trials()
+        for status in (TrialStatus.PENDING, TrialStatus.PAUSED):
+            for trial in trials:
+                if trial.status == status and tune_controller.has_resources_for_trial(trial):
+                    return trial
+        return None
+
+    def debug_string(self) -> str:
+        return "Using FIFO scheduling algorithm."
