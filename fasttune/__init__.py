@@ -7,6 +7,7 @@ import importlib
 from typing import Any
 
 from fasttune.checkpoint import Checkpoint
+from fasttune.config import CheckpointConfig, FailureConfig, RunConfig, SyncConfig
 from fasttune.execution.placement_groups import PlacementGroupFactory
 from fasttune.search.sample import (
     choice,
@@ -34,21 +35,70 @@ from fasttune.trainable import (
     with_resources,
 )
 
+from fasttune.tune_config import TuneConfig
+from fasttune.tuner import Tuner
+
 __version__ = "0.1.0"
 
 # Submodules reachable as attributes (``tune.utils``, ``tune.logger``), imported on
 # first use so that ``import fasttune`` stays fast.
-_LAZY_SUBMODULES = {"logger", "utils", "search", "execution", "trainable", "result", "context"}
+_LAZY_SUBMODULES = {
+    "logger", "utils", "search", "execution", "trainable", "result", "context", "schedulers",
+    "stopper", "experiment", "progress", "callback", "results",
+}  # fmt: skip
+
+
+# Public names whose modules are imported on first use.
+_LAZY_ATTRIBUTES = {
+    "run": "fasttune.tune",
+    "ResultGrid": "fasttune.results",
+    "Result": "fasttune.results",
+    "ExperimentAnalysis": "fasttune.results",
+    "Callback": "fasttune.callback",
+    "Stopper": "fasttune.stopper",
+    "ProgressReporter": "fasttune.progress",
+    "CLIReporter": "fasttune.progress",
+    "JupyterNotebookReporter": "fasttune.progress",
+    "register_trainable": "fasttune.registry",
+    "register_env": "fasttune.registry",
+    "TuneError": "fasttune.errors",
+    "init": "fasttune._internal.resources",
+    "shutdown": "fasttune._internal.resources",
+    "is_initialized": "fasttune._internal.resources",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY_SUBMODULES:
         return importlib.import_module(f"fasttune.{name}")
+    if name in _LAZY_ATTRIBUTES:
+        return getattr(importlib.import_module(_LAZY_ATTRIBUTES[name]), name)
     raise AttributeError(f"module 'fasttune' has no attribute {name!r}")
 
 
 __all__ = [
+    "CLIReporter",
+    "Callback",
     "Checkpoint",
+    "CheckpointConfig",
+    "ExperimentAnalysis",
+    "FailureConfig",
+    "JupyterNotebookReporter",
+    "ProgressReporter",
+    "Result",
+    "ResultGrid",
+    "RunConfig",
+    "Stopper",
+    "SyncConfig",
+    "TuneConfig",
+    "TuneError",
+    "Tuner",
+    "init",
+    "is_initialized",
+    "register_env",
+    "register_trainable",
+    "run",
+    "shutdown",
     "FunctionTrainable",
     "PlacementGroupFactory",
     "Trainable",

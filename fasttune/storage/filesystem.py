@@ -241,9 +241,13 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically and durably (temp file, fsync, replace)."""
-    with atomic_open(path, "wb") as f:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` atomically (temp file, fsync, replace).
+
+    With ``durable=False`` the fsyncs are skipped: the write still survives a crash
+    of this process (never torn), but not a power loss. For hot-path state.
+    """
+    with atomic_open(path, "wb", durable=durable) as f:
         f.write(data)
 
 
@@ -256,12 +260,15 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, **dump_kwargs: Any
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[Any]]:
+def atomic_open(
+    path: str | os.PathLike[str], mode: str = "wb", *, durable: bool = True
+) -> Iterator[IO[Any]]:
     """Open a temp file beside ``path``; it replaces ``path`` only if the block succeeds.
 
     Args:
         path: The file to (re)write.
         mode: ``"wb"`` (bytes) or ``"w"`` (UTF-8 text).
+        durable: fsync the file and its directory (survives power loss, not only crashes).
 
     Raises:
         ValueError: For any other ``mode``.
@@ -275,10 +282,12 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "wb") -> Iterator[IO[A
         with open(tmp, mode.replace("w", "x"), encoding=None if "b" in mode else "utf-8") as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.lexists(tmp):
             os.remove(tmp)
         raise
-    _fsync_dir(directory)
+    if durable:
+        _fsync_dir(directory)

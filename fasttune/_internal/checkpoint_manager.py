@@ -1,0 +1,129 @@
+"""Per-trial checkpoint bookkeeping: which checkpoints exist and which to keep."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from fasttune.checkpoint import Checkpoint
+from fasttune.utils.util import flatten_dict
+
+
+@dataclass
+class TrackedCheckpoint:
+    """A persisted checkpoint and the metrics of the result it was taken at."""
+
+    dir_name: str
+    metrics: dict[str, Any] = field(default_factory=dict)
+    order: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dir_name": self.dir_name, "metrics": self.metrics, "order": self.order}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrackedCheckpoint:
+        return cls(data["dir_name"], dict(data.get("metrics") or {}), int(data.get("order", 0)))
+
+
+class CheckpointManager:
+    """Keeps a trial's checkpoints within ``num_to_keep``.
+
+    With a score attribute, the ``num_to_keep`` best checkpoints are kept, plus the
+    latest one (needed to resume). Without one, the latest ``num_to_keep`` are kept.
+
+    Args:
+        trial_dir: The trial's directory; checkpoints are subdirectories of it.
+        num_to_keep: Maximum kept (None keeps all).
+        score_attribute: Result key ranking checkpoints (may be nested with ``/``).
+        score_order: ``"max"`` or ``"min"``.
+    """
+
+    def __init__(
+        self,
+        trial_dir: str,
+        num_to_keep: int | None = None,
+        score_attribute: str | None = None,
+        score_order: str = "max",
+    ):
+        self.trial_dir = trial_dir
+        self.num_to_keep = num_to_keep
+        self.score_attribute = score_attribute
+        self.score_order = score_order
+        self._checkpoints: list[TrackedCheckpoint] = []
+        self._order = 0
+
+    # ------------------------------------------------------------------ queries
+    def _checkpoint(self, tracked: TrackedCheckpoint) -> Checkpoint:
+        return Checkpoint(os.path.join(self.trial_dir, tracked.dir_name))
+
+    @property
+    def latest(self) -> TrackedCheckpoint | None:
+        return max(self._checkpoints, key=lambda c: c.order, default=None)
+
+    @property
+    def latest_checkpoint(self) -> Checkpoint | None:
+        latest = self.latest
+        return None if latest is None else self._checkpoint(latest)
+
+    @property
+    def checkpoints(self) -> list[Checkpoint]:
+        """Kept checkpoints, oldest first."""
+        return [self._checkpoint(c) for c in sorted(self._checkpoints, key=lambda c: c.order)]
+
+    def _score(self, tracked: TrackedCheckpoint) -> float:
+        value = flatten_dict(tracked.metrics).get(self.score_attribute)  # type: ignore[arg-type]
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            return -math.inf
+        if math.isnan(value):
+            return -math.inf
+        return float(value) if self.score_order == "max" else -float(value)
+
+    def best_checkpoints(self) -> list[tuple[Checkpoint, dict[str, Any]]]:
+        """``(checkpoint, metrics)`` pairs, best first when a score is set, else oldest first."""
+        tracked = sorted(self._checkpoints, key=lambda c: c.order)
+        if self.score_attribute is not None:
+            tracked = sorted(tracked, key=self._score, reverse=True)
+            if self.num_to_keep is not None:
+                tracked = tracked[: self.num_to_keep]
+        return [(self._checkpoint(c), c.metrics) for c in tracked]
+
+    # ------------------------------------------------------------------ updates
+    def register(self, dir_name: str, metrics: dict[str, Any]) -> list[str]:
+        """Record a new checkpoint; return the directory names that should be deleted."""
+        self._order += 1
+        self._checkpoints = [c for c in self._checkpoints if c.dir_name != dir_name]
+        self._checkpoints.append(TrackedCheckpoint(dir_name, dict(metrics), self._order))
+        return self._evict()
+
+    def _evict(self) -> list[str]:
+        if self.num_to_keep is None or len(self._checkpoints) <= self.num_to_keep:
+            return []
+        latest = self.latest
+        if self.score_attribute is None:
+            ranked = sorted(self._checkpoints, key=lambda c: c.order, reverse=True)
+        else:
+            ranked = sorted(self._checkpoints, key=lambda c: (self._score(c), c.order), reverse=True)
+        keep = ranked[: self.num_to_keep]
+        if latest is not None and latest not in keep:
+            keep.append(latest)
+        removed = [c.dir_name for c in self._checkpoints if c not in keep]
+        self._checkpoints = [c for c in self._checkpoints if c in keep]
+        return removed
+
+    def delete_files(self, dir_names: list[str]) -> None:
+        import shutil
+
+        for name in dir_names:
+            shutil.rmtree(os.path.join(self.trial_dir, name), ignore_errors=True)
+
+    # ------------------------------------------------------------------ state
+    def to_json(self) -> dict[str, Any]:
+        return {"order": self._order, "checkpoints": [c.to_json() for c in self._checkpoints]}
+
+    def load_json(self, data: dict[str, Any] | None) -> None:
+        if not data:
+            return
+        self._order = int(data.get("order", 0))
+        self._checkpoints = [TrackedCheckpoint.from_json(c) for c in data.get("checkpoints", [])]

@@ -1,0 +1,449 @@
+"""The one event loop that drives an experiment.
+
+Each step: start trials while resources allow, poll the executor for events,
+feed results to stoppers, searcher, scheduler and callbacks (in that order, as Ray
+does), act on their decisions, and keep the experiment state on disk current.
+Processes are the executor's business; paths are the storage layer's.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+from fasttune import result as R
+from fasttune._internal.controller_view import ControllerView
+from fasttune._internal.experiment_state import ExperimentStateStore
+from fasttune._internal.failure import short_error, write_error_files
+from fasttune._internal.launcher import make_launch
+from fasttune._internal.run_spec import RunSpec
+from fasttune.executors.base import (
+    TrialFailed,
+    TrialResults,
+    TrialSaved,
+    TrialStarted,
+    TrialStopped,
+)
+from fasttune.experiment.trial import Trial, TrialStatus
+from fasttune.logger._flatten import flatten_result
+
+logger = logging.getLogger(__name__)
+
+CONTINUE, PAUSE, STOP, NOOP = "CONTINUE", "PAUSE", "STOP", "NOOP"
+_NOT_METRICS = frozenset({R.CONFIG})
+
+
+class TuneController:
+    """Runs one experiment to completion (or until stopped)."""
+
+    def __init__(self, spec: RunSpec, trials: list[Trial] | None = None):
+        self.spec = spec
+        self.trials: list[Trial] = list(trials or [])
+        self._by_id = {t.trial_id: t for t in self.trials}
+        self.iteration = 0
+        self.state = ExperimentStateStore(spec.experiment_path)
+        self.view = ControllerView(self.trials, self._has_resources_for)
+        self._stopping: dict[str, TrialStatus] = {}
+        self._restoring: set[str] = set()
+        self._launched: set[str] = set()
+        self._num_created = len(self.trials)
+        self._stop_all = False
+        self._interrupted = 0
+        self._raise: BaseException | None = None
+        self._start_time = spec.clock()
+        self._last_snapshot = self._start_time
+        self._required_metrics = {m for m in (spec.metric,) if m}
+        self.search_finished = False
+
+    def restore_plugin_state(self, loaded: Any) -> None:
+        """Give searcher, scheduler and callbacks back the state saved with the experiment."""
+        spec = self.spec
+        if loaded.search_state is not None:
+            spec.search_alg.set_state(loaded.search_state)
+        if loaded.scheduler_state is not None and hasattr(spec.scheduler, "set_state"):
+            spec.scheduler.set_state(loaded.scheduler_state)
+        else:
+            for trial in self.trials:
+                spec.scheduler.on_trial_add(self.view, trial)
+        if loaded.callback_state is not None:
+            spec.callbacks.set_state(loaded.callback_state)
+
+    # ------------------------------------------------------------------ running
+    def run(self) -> None:
+        """Run until every trial has finished, the experiment is stopped or interrupted."""
+        previous_handler = self._install_sigint_handler()
+        try:
+            self.spec.callbacks.setup(
+                stop=None,
+                num_samples=self.spec.num_samples,
+                total_num_samples=getattr(self.spec.search_alg, "total_samples", None),
+            )
+            self.snapshot()
+            while not self.is_finished():
+                self.step()
+            if self._raise is not None:
+                raise self._raise
+        finally:
+            try:
+                self._shutdown()
+            finally:
+                if previous_handler is not None:
+                    signal.signal(signal.SIGINT, previous_handler)
+
+    def step(self) -> None:
+        cb = self.spec.callbacks
+        cb.on_step_begin(iteration=self.iteration, trials=self.trials)
+        if self._interrupted or self._stop_all or self._over_time_budget():
+            self._stop_everything()
+        else:
+            self._start_trials()
+        timeout = 0.2 if self._launched else 0.0
+        for event in self.spec.executor.poll(timeout):
+            self._handle(event)
+        self._execute_requests()
+        if self.spec.clock() - self._last_snapshot >= self.spec.snapshot_period_s:
+            self.snapshot()
+        cb.on_step_end(iteration=self.iteration, trials=self.trials)
+        self.iteration += 1
+
+    def is_finished(self) -> bool:
+        if self._launched or self._stopping:
+            return False
+        if self._interrupted or self._stop_all or self._raise is not None:
+            return True
+        if any(t.status in (TrialStatus.PENDING, TrialStatus.PAUSED) for t in self.trials):
+            return False
+        return self.search_finished or self.spec.search_alg.is_finished()
+
+    # ------------------------------------------------------------------ starting
+    def _start_trials(self) -> None:
+        self._fill_pending()
+        limit = self.spec.max_concurrent_trials
+        while limit is None or len(self._launched) < limit:
+            if not any(t.status is TrialStatus.PENDING for t in self.trials):
+                self._create_trial()
+            trial = self.spec.scheduler.choose_trial_to_run(self.view)
+            self._execute_requests()
+            if trial is None or trial.trial_id in self._launched:
+                return
+            allocation = self.spec.resource_manager.try_allocate(
+                trial.trial_id, trial.placement_group_factory
+            )
+            if allocation is None:
+                return
+            self._launch(trial, allocation)
+
+    def _fill_pending(self) -> None:
+        """Keep up to ``max_pending_trials`` trials created ahead of time (as Ray does)."""
+        pending = sum(1 for t in self.trials if t.status is TrialStatus.PENDING)
+        while pending < self.spec.max_pending_trials and self._create_trial():
+            pending += 1
+
+    def _create_trial(self) -> bool:
+        if self.search_finished:
+            return False
+        search_alg = self.spec.search_alg
+        if search_alg.is_finished():
+            self.search_finished = True
+            return False
+        trial_id = self.spec.trial_factory.trial_id(self._num_created)
+        suggestion = search_alg.next_suggestion(trial_id)
+        if suggestion is None:
+            if search_alg.is_finished():
+                self.search_finished = True
+            return False
+        trial = self.spec.trial_factory.create(trial_id, self._num_created, suggestion)
+        self.spec.resource_manager.check_fits(trial.placement_group_factory, str(trial))
+        self._num_created += 1
+        self.trials.append(trial)
+        self._by_id[trial.trial_id] = trial
+        self.state.record_trial(trial)
+        # Saved before the trial may start: a trial beyond this stamp never ran.
+        self.state.save_search_state(search_alg, self._num_created)
+        self.spec.scheduler.on_trial_add(self.view, trial)
+        return True
+
+    def _launch(self, trial: Trial, allocation: Any) -> None:
+        restore_path = trial.restore_path
+        launch = make_launch(self.spec, trial, allocation, restore_path)
+        self.spec.executor.start_trial(launch)
+        if restore_path:
+            self._restoring.add(trial.trial_id)
+        self._launched.add(trial.trial_id)
+        trial.set_status(TrialStatus.RUNNING)
+        self.state.record_trial(trial)
+
+    def _has_resources_for(self, trial: Trial) -> bool:
+        rm = self.spec.resource_manager
+        return rm.can_allocate(trial.placement_group_factory)
+
+    # ------------------------------------------------------------------ events
+    def _handle(self, event: Any) -> None:
+        trial = self._by_id.get(event.trial_id)
+        if trial is None:
+            return
+        if isinstance(event, TrialResults):
+            self._on_results(trial, event.results)
+        elif isinstance(event, TrialStarted):
+            if trial.trial_id in self._restoring:
+                self._restoring.discard(trial.trial_id)
+                self._callback("on_trial_restore", trial)
+            else:
+                self._callback("on_trial_start", trial)
+        elif isinstance(event, TrialSaved):
+            self._on_saved(trial, event.checkpoint_path)
+        elif isinstance(event, TrialStopped):
+            self._on_stopped(trial)
+        elif isinstance(event, TrialFailed):
+            self._on_failed(trial, event)
+
+    def _callback(self, hook: str, trial: Trial, **kwargs: Any) -> None:
+        getattr(self.spec.callbacks, hook)(
+            iteration=self.iteration, trials=self.trials, trial=trial, **kwargs
+        )
+
+    def _on_results(self, trial: Trial, results: list[dict[str, Any]]) -> None:
+        processed = 0
+        for result in results:
+            if trial.trial_id in self._stopping or trial.status is not TrialStatus.RUNNING:
+                return
+            processed += 1
+            decision = self._on_result(trial, result)
+            if decision == STOP:
+                self._stop_trial(trial, TrialStatus.TERMINATED)
+            elif decision == PAUSE:
+                self._stop_trial(trial, TrialStatus.PAUSED)
+            self._execute_requests()
+        if (
+            processed
+            and trial.trial_id not in self._stopping
+            and trial.status is TrialStatus.RUNNING
+        ):
+            self.spec.executor.grant(trial.trial_id, processed)
+
+    def _on_result(self, trial: Trial, result: dict[str, Any]) -> str:
+        spec = self.spec
+        if result.get(R.RESULT_DUPLICATE):
+            result = dict(trial.last_result)
+            result[R.DONE] = True
+            trial.last_result = result
+            return STOP
+        result[R.EXPERIMENT_TAG] = trial.experiment_tag
+        result.setdefault(R.CHECKPOINT_DIR_NAME, None)
+        flat = flatten_result(result, exclude=_NOT_METRICS)
+        self._validate_metrics(trial, flat)
+        if (spec.stopper is not None and spec.stopper(trial.trial_id, result)) or trial.should_stop(
+            flat
+        ):
+            decision = STOP
+        else:
+            decision = spec.scheduler.on_trial_result(self.view, trial, flat)
+        if decision == STOP:
+            result[R.DONE] = True
+        else:
+            spec.search_alg.on_trial_result(trial.trial_id, flat)
+        trial.update_last_result(result, flat)
+        self._callback("on_trial_result", trial, result=result)
+        checkpoint_dir = result.get(R.CHECKPOINT_DIR_NAME)
+        if checkpoint_dir:
+            self._register_checkpoint(trial, checkpoint_dir)
+        elif decision != STOP and (trial.should_checkpoint() or result.get(R.SHOULD_CHECKPOINT)):
+            spec.executor.save_trial(trial.trial_id)
+        if spec.stopper is not None and spec.stopper.stop_all():
+            self._stop_all = True
+        return decision
+
+    def _validate_metrics(self, trial: Trial, flat: dict[str, Any]) -> None:
+        for metric in self._required_metrics:
+            if metric not in flat and not flat.get(R.DONE):
+                raise ValueError(
+                    f"Trial {trial} returned a result without the metric {metric!r} that "
+                    f"TuneConfig(metric=...) (or the searcher/scheduler) expects. Reported keys: "
+                    f"{sorted(k for k in flat if not k.startswith('config/'))}. Report {metric!r} "
+                    "in every result, or change the metric."
+                )
+
+    def _on_saved(self, trial: Trial, checkpoint_path: str) -> None:
+        import os
+
+        self._register_checkpoint(trial, os.path.basename(checkpoint_path.rstrip(os.sep)))
+        if self._stopping.get(trial.trial_id) is TrialStatus.PAUSED:
+            trial.restore_path = checkpoint_path
+
+    def _register_checkpoint(self, trial: Trial, dir_name: str) -> None:
+        manager = trial.checkpoint_manager
+        metrics = {k: v for k, v in trial.last_result.items() if k != R.CONFIG}
+        removed = manager.register(dir_name, metrics)
+        manager.delete_files(removed)
+        self.state.record_trial(trial)
+        self._callback("on_trial_save", trial)
+        self._callback("on_checkpoint", trial, checkpoint=manager.latest_checkpoint)
+
+    def _stop_trial(self, trial: Trial, target: TrialStatus) -> None:
+        if trial.trial_id in self._stopping or trial.trial_id not in self._launched:
+            return
+        self._stopping[trial.trial_id] = target
+        executor = self.spec.executor
+        if target is TrialStatus.PAUSED or (
+            self.spec.checkpoint_at_end and target is TrialStatus.TERMINATED
+        ):
+            executor.save_trial(trial.trial_id)
+        executor.stop_trial(trial.trial_id)
+
+    def _on_stopped(self, trial: Trial) -> None:
+        target = self._stopping.pop(trial.trial_id, TrialStatus.TERMINATED)
+        self._release(trial)
+        if self._interrupted and target is not TrialStatus.PAUSED:
+            self.state.record_trial(trial)  # stays RUNNING on disk: resumed by restore
+            return
+        trial.set_status(target)
+        self.state.record_trial(trial)
+        if target is TrialStatus.TERMINATED:
+            self._complete(trial)
+
+    def _complete(self, trial: Trial) -> None:
+        self.spec.scheduler.on_trial_complete(self.view, trial, trial.last_result)
+        self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result)
+        self._callback("on_trial_complete", trial)
+
+    def _release(self, trial: Trial) -> None:
+        self._launched.discard(trial.trial_id)
+        self._restoring.discard(trial.trial_id)
+        self.spec.resource_manager.release(trial.trial_id)
+
+    def _on_failed(self, trial: Trial, event: TrialFailed) -> None:
+        was_stopping = self._stopping.pop(trial.trial_id, None)
+        self._release(trial)
+        trial.num_failures += 1
+        trial.error_msg = short_error(event.error)
+        trial.error_file = write_error_files(
+            trial.init_local_path(), trial.num_failures, event.error, event.exception
+        )
+        if self._interrupted:
+            self.state.record_trial(trial)
+            return
+        fail_fast = self.spec.failure_config.fail_fast
+        if fail_fast:
+            self._stop_all = True
+            if fail_fast == "raise":
+                self._raise = _exception_of(event)
+        elif trial.should_recover() and was_stopping is None:
+            latest = trial.checkpoint_manager.latest_checkpoint
+            trial.restore_path = latest.path if latest is not None else None
+            trial.set_status(TrialStatus.PENDING)
+            self.state.record_trial(trial)
+            logger.warning(
+                "Trial %s failed (%s); retrying %s (failure %d of %s allowed).",
+                trial,
+                trial.error_msg,
+                "from its latest checkpoint" if latest else "from scratch",
+                trial.num_failures,
+                "unlimited" if trial.max_failures < 0 else trial.max_failures,
+            )
+            self._callback("on_trial_recover", trial)
+            return
+        trial.set_status(TrialStatus.ERROR)
+        self.state.record_trial(trial)
+        self.spec.scheduler.on_trial_error(self.view, trial)
+        self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
+        self._callback("on_trial_error", trial)
+
+    # ------------------------------------------------------------------ requests, stop-all
+    def _execute_requests(self) -> None:
+        for action, trial, _options in self.view.take_requests():
+            if action == "stop":
+                if trial.trial_id in self._launched:
+                    self._stop_trial(trial, TrialStatus.TERMINATED)
+                elif not trial.is_finished():
+                    trial.set_status(TrialStatus.TERMINATED)
+                    self.state.record_trial(trial)
+                    self._complete(trial)
+            elif action == "pause" and trial.trial_id in self._launched:
+                self._stop_trial(trial, TrialStatus.PAUSED)
+            elif action == "unpause" and trial.status is TrialStatus.PAUSED:
+                trial.set_status(TrialStatus.PENDING)
+                self.state.record_trial(trial)
+
+    def _over_time_budget(self) -> bool:
+        budget = self.spec.time_budget_s
+        if budget is None or self.spec.clock() - self._start_time < budget:
+            return False
+        if not self._stop_all:
+            logger.info("Reached the time budget of %s s; stopping the experiment.", budget)
+        self._stop_all = True
+        return True
+
+    def _stop_everything(self) -> None:
+        self.search_finished = True
+        for trial in self.trials:
+            if trial.trial_id in self._launched:
+                if self._interrupted:
+                    if trial.trial_id not in self._stopping:
+                        self._stopping[trial.trial_id] = TrialStatus.RUNNING
+                        self.spec.executor.stop_trial(trial.trial_id)
+                else:
+                    self._stop_trial(trial, TrialStatus.TERMINATED)
+            elif trial.status in (TrialStatus.PENDING, TrialStatus.PAUSED) and not self._interrupted:
+                trial.set_status(TrialStatus.TERMINATED)
+                self.state.record_trial(trial)
+                self._complete(trial)
+
+    # ------------------------------------------------------------------ state, signals
+    def snapshot(self) -> None:
+        self.state.snapshot(
+            self.trials,
+            self.spec.meta,
+            scheduler=self.spec.scheduler,
+            callbacks=self.spec.callbacks,
+        )
+        self.state.save_search_state(self.spec.search_alg, self._num_created)
+        self._last_snapshot = self.spec.clock()
+
+    def _install_sigint_handler(self) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            self._interrupted += 1
+            if self._interrupted > 1:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                raise KeyboardInterrupt
+            logger.warning(
+                "Stopping the experiment (Ctrl-C again to exit at once); its state is saved."
+            )
+
+        return signal.signal(signal.SIGINT, on_sigint)
+
+    @property
+    def interrupted(self) -> bool:
+        return bool(self._interrupted)
+
+    def _shutdown(self) -> None:
+        try:
+            self.spec.executor.shutdown()
+        finally:
+            for trial_id in list(self._launched):
+                self.spec.resource_manager.release(trial_id)
+            self._launched.clear()
+            try:
+                self.snapshot()
+            finally:
+                self.state.close()
+                self.spec.callbacks.on_experiment_end(trials=self.trials)
+
+
+def _exception_of(event: TrialFailed) -> BaseException:
+    if event.exception is not None:
+        import cloudpickle
+
+        try:
+            exc = cloudpickle.loads(event.exception)
+            if isinstance(exc, BaseException):
+                return exc
+        except Exception:
+            pass
+    from fasttune.errors import TuneError
+
+    return TuneError(event.error)

@@ -1,0 +1,57 @@
+"""The read-only view of the controller that schedulers and searchers receive.
+
+Plugins keep Ray's signatures (``on_trial_result(tune_controller, trial, result)``)
+but get this view instead of the controller: they can look at trials and ask for
+a few actions, which the controller carries out after the hook returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fasttune.experiment.trial import Trial, TrialStatus
+
+
+class ControllerView:
+    """What a plugin may see and request while the experiment runs."""
+
+    def __init__(
+        self,
+        trials: list[Trial],
+        has_resources: Callable[[Trial], bool],
+    ):
+        self._trials = trials
+        self._has_resources = has_resources
+        self.requests: list[tuple[str, Trial, dict[str, Any]]] = []
+
+    def get_trials(self) -> list[Trial]:
+        return list(self._trials)
+
+    def get_live_trials(self) -> list[Trial]:
+        return [t for t in self._trials if not t.is_finished()]
+
+    def has_resources_for_trial(self, trial: Trial) -> bool:
+        return self._has_resources(trial)
+
+    # Requests, executed by the controller once the current hook has returned.
+    def pause_trial(self, trial: Trial, should_checkpoint: bool = True) -> None:
+        self.requests.append(("pause", trial, {"should_checkpoint": should_checkpoint}))
+
+    def stop_trial(self, trial: Trial) -> None:
+        self.requests.append(("stop", trial, {}))
+
+    def unpause_trial(self, trial: Trial) -> None:
+        """Make a PAUSED trial runnable again (it resumes from its checkpoint)."""
+        self.requests.append(("unpause", trial, {}))
+
+    def _set_trial_status(self, trial: Trial, status: TrialStatus) -> None:
+        # Ray's schedulers flip PAUSED trials to PENDING this way.
+        if trial.status is TrialStatus.PAUSED and status == TrialStatus.PENDING:
+            self.unpause_trial(trial)
+        else:
+            raise ValueError(f"Plugins may not set trial status to {status}")
+
+    def take_requests(self) -> list[tuple[str, Trial, dict[str, Any]]]:
+        requests, self.requests = self.requests, []
+        return requests

@@ -1,0 +1,60 @@
+"""Build the ``TrialLaunch`` record that starts (or resumes) a trial on an executor."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from fasttune._internal.run_spec import RunSpec
+from fasttune.executors.base import Allocation, TrialLaunch
+from fasttune.experiment.trial import Trial
+from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO, TrialInfo
+
+_CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
+
+
+def next_checkpoint_index(trial: Trial) -> int:
+    """The index the trial's next reported checkpoint directory gets (never reused)."""
+    indices = [-1]
+    trial_dir = trial.local_path
+    if trial_dir and os.path.isdir(trial_dir):
+        for name in os.listdir(trial_dir):
+            match = _CHECKPOINT_DIR.match(name)
+            if match:
+                indices.append(int(match.group(1)))
+    return max(indices) + 1
+
+
+def make_launch(
+    spec: RunSpec, trial: Trial, allocation: Allocation, restore_path: str | None
+) -> TrialLaunch:
+    trial_dir = trial.init_local_path()
+    os.makedirs(trial_dir, exist_ok=True)
+    config: dict[str, Any] = dict(trial.config)
+    config[TRIAL_INFO] = TrialInfo(
+        trial_id=trial.trial_id,
+        trial_name=str(trial),
+        experiment_name=spec.name,
+        trial_dir=trial_dir,
+        experiment_id=spec.experiment_id,
+        resources=trial.placement_group_factory,
+        checkpoint_index=next_checkpoint_index(trial),
+    )
+    stdout_file, stderr_file = spec.log_to_file
+    if stdout_file:
+        config[STDOUT_FILE] = stdout_file
+    if stderr_file:
+        config[STDERR_FILE] = stderr_file
+    return TrialLaunch(
+        trial_id=trial.trial_id,
+        trainable_key=spec.trainable_key,
+        trainable_blob=spec.trainable_blob,
+        config=config,
+        trial_dir=trial_dir,
+        restore_path=restore_path,
+        allocation=allocation,
+        initial_credit=spec.credit,
+        chdir=spec.chdir,
+        reuse=spec.reuse_actors,
+    )

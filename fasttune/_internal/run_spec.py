@@ -1,0 +1,47 @@
+"""Everything the controller needs for one experiment, resolved by the Tuner."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fasttune.config import CheckpointConfig, FailureConfig
+
+
+@dataclass
+class RunSpec:
+    """A fully resolved experiment: no defaults left to decide."""
+
+    name: str
+    experiment_path: str
+    trainable_cls: type
+    trainable_blob: bytes
+    trainable_key: str
+    param_space: dict[str, Any]
+    num_samples: int
+    search_alg: Any
+    scheduler: Any
+    executor: Any
+    resource_manager: Any
+    trial_factory: Any
+    callbacks: Any
+    stopper: Any = None
+    metric: str | None = None
+    mode: str | None = None
+    checkpoint_config: CheckpointConfig = field(default_factory=CheckpointConfig)
+    failure_config: FailureConfig = field(default_factory=FailureConfig)
+    checkpoint_at_end: bool = False
+    reuse_actors: bool = False
+    max_concurrent_trials: int | None = None
+    time_budget_s: float | None = None
+    log_to_file: tuple[str | None, str | None] = (None, None)
+    chdir: bool = True
+    credit: int = 64
+    max_pending_trials: int = 1
+    snapshot_period_s: float = 10.0
+    clock: Callable[[], float] = time.monotonic
+    experiment_id: str = ""
+    restored: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)

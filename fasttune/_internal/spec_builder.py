@@ -1,0 +1,246 @@
+"""Validate a Tuner's inputs and resolve every default into a ``RunSpec``."""
+
+from __future__ import annotations
+
+import copy
+import os
+import uuid
+from datetime import datetime
+from typing import Any
+
+from fasttune._internal.run_spec import RunSpec
+from fasttune._internal.trainable_resolution import (
+    default_checkpoint_at_end,
+    is_function_trainable,
+    pickle_trainable,
+)
+from fasttune._internal.trial_factory import TrialFactory
+from fasttune.config import RunConfig
+from fasttune.storage.defaults import default_storage_path
+from fasttune.storage.filesystem import is_url
+from fasttune.tune_config import TuneConfig
+
+DEFAULT_CREDIT = 64
+
+
+def experiment_location(run_config: RunConfig, trainable_name: str) -> tuple[str, str]:
+    """(name, experiment path), the directory created and checked writable.
+
+    Raises:
+        ValueError: The storage path is a URL (not supported yet) or not writable.
+    """
+    storage = run_config.storage_path or default_storage_path()
+    if is_url(str(storage)):
+        raise ValueError(
+            f"RunConfig(storage_path={storage!r}): remote storage URLs are not supported "
+            "by the local runner yet; use a local directory."
+        )
+    storage = os.path.abspath(os.path.expanduser(str(storage)))
+    name = run_config.name or f"{trainable_name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"
+    path = os.path.join(storage, name)
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".write_test_{uuid.uuid4().hex[:6]}")
+        with open(probe, "w") as f:
+            f.write("ok")
+        os.remove(probe)
+    except OSError as e:
+        raise ValueError(
+            f"RunConfig(storage_path={run_config.storage_path!r}) is not writable: cannot "
+            f"create files in {path!r} ({e.strerror or e}). Choose a directory you can write "
+            "to, or set FASTTUNE_STORAGE_PATH."
+        ) from e
+    return name, path
+
+
+def _log_files(log_to_file: Any) -> tuple[str | None, str | None]:
+    if log_to_file is True:
+        return "stdout", "stderr"
+    if not log_to_file:
+        return None, None
+    if isinstance(log_to_file, str):
+        return log_to_file, log_to_file
+    return log_to_file[0], log_to_file[1]
+
+
+def _chdir_enabled() -> bool:
+    for var in ("FASTTUNE_CHDIR_TO_TRIAL_DIR", "RAY_CHDIR_TO_TRIAL_DIR"):
+        if os.environ.get(var) == "0":
+            return False
+    return True
+
+
+def configure_plugins(tune_config: TuneConfig, param_space: dict[str, Any]) -> tuple[Any, Any, str | None, str | None]:
+    """The search algorithm and scheduler, told the metric/mode; plus the resolved metric/mode.
+
+    Raises:
+        ValueError: metric/mode conflicts between TuneConfig and a plugin, or a plugin
+            that needs a metric gets none.
+    """
+    from fasttune.schedulers import FIFOScheduler
+    from fasttune.search.search_generator import ensure_search_algorithm
+
+    metric, mode = tune_config.metric, tune_config.mode
+    scheduler = tune_config.scheduler if tune_config.scheduler is not None else FIFOScheduler()
+    if tune_config.search_alg is None and tune_config.seed is not None:
+        from fasttune.search.basic_variant import BasicVariantGenerator
+
+        search_alg = BasicVariantGenerator(random_state=tune_config.seed)
+    else:
+        search_alg = ensure_search_algorithm(tune_config.search_alg)
+    for kind, plugin in (("scheduler", scheduler), ("search_alg", search_alg)):
+        own_metric = getattr(plugin, "metric", None)
+        own_mode = getattr(plugin, "mode", None)
+        if metric and own_metric and own_metric != metric:
+            raise ValueError(
+                f"TuneConfig(metric={metric!r}) conflicts with the {kind}'s own "
+                f"metric={own_metric!r}: set the metric in one place only."
+            )
+        if mode and own_mode and own_mode != mode:
+            raise ValueError(
+                f"TuneConfig(mode={mode!r}) conflicts with the {kind}'s own mode={own_mode!r}: "
+                "set the mode in one place only."
+            )
+    if not scheduler.set_search_properties(metric, mode):
+        raise ValueError(
+            f"The scheduler {type(scheduler).__name__} could not take metric={metric!r} and "
+            f"mode={mode!r} from TuneConfig; set them on the scheduler or in TuneConfig."
+        )
+    # False only means "the searcher keeps its own space"; conflicts raise in
+    # add_configurations (as Ray behaves).
+    search_alg.set_search_properties(metric, mode, param_space)
+    if not metric:
+        from fasttune.result import DEFAULT_METRIC
+
+        for plugin in (scheduler, search_alg):
+            own = getattr(plugin, "metric", None)
+            if own and own != DEFAULT_METRIC:  # the placeholder for "no metric given"
+                metric = own
+                break
+    mode = mode or getattr(scheduler, "mode", None) or getattr(search_alg, "mode", None)
+    return search_alg, scheduler, metric, mode
+
+
+def _max_pending_trials(search_alg: Any, resource_manager: Any) -> int:
+    """Ray's rule: the default generator keeps max(16, 1.1 x CPUs) pending; searchers 1."""
+    from fasttune.search.basic_variant import BasicVariantGenerator
+
+    override = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")
+    if override and override != "auto":
+        return max(1, int(override))
+    if isinstance(search_alg, BasicVariantGenerator):
+        return max(16, int(resource_manager.total.get("CPU", 1) * 1.1))
+    return 1
+
+
+def resources_function(trainable_cls: Any) -> Any:
+    from fasttune.execution.placement_groups import PlacementGroupFactory, normalize_resources
+
+    default = PlacementGroupFactory([{"CPU": 1}])
+
+    def resources_for(config: dict[str, Any]) -> Any:
+        requested = trainable_cls.default_resource_request(config)
+        return default if requested is None else normalize_resources(requested)
+
+    return resources_for
+
+
+def build_run_spec(
+    trainable_cls: Any,
+    param_space: dict[str, Any],
+    tune_config: TuneConfig,
+    run_config: RunConfig,
+    *,
+    experiment_hash: str | None = None,
+    executor: Any = None,
+) -> RunSpec:
+    """Everything the controller needs, with each input checked."""
+    from fasttune._internal.resources import ResourceManager
+    from fasttune.callback import CallbackList
+    from fasttune.executors import InlineExecutor, LocalExecutor
+    from fasttune.stopper import make_stopper
+
+    if not isinstance(param_space, dict):
+        raise TypeError(
+            f"Tuner(param_space=...) must be a dict, got {type(param_space).__name__}"
+        )
+    trainable_name = getattr(trainable_cls, "_name", None) or trainable_cls.__name__
+    blob, key = pickle_trainable(trainable_cls)
+    name, experiment_path = experiment_location(run_config, trainable_name)
+    search_alg, scheduler, metric, mode = configure_plugins(tune_config, param_space)
+    search_alg.add_configurations(copy.deepcopy(param_space), tune_config.num_samples)
+    stopper, criterion = make_stopper(run_config.stop)
+
+    cc = run_config.checkpoint_config
+    if is_function_trainable(trainable_cls) and (cc.checkpoint_frequency or cc.checkpoint_at_end):
+        raise ValueError(
+            "CheckpointConfig(checkpoint_frequency=..., checkpoint_at_end=...) only apply to "
+            "class trainables. A function trainable saves checkpoints by passing them to "
+            "fasttune.report(metrics, checkpoint=...)."
+        )
+    reuse = tune_config.reuse_actors
+    if reuse is None:
+        reuse = is_function_trainable(trainable_cls)
+
+    from fasttune.logger.logger_callback import default_logger_callbacks
+    from fasttune.progress import create_progress_callback
+
+    resource_manager = ResourceManager()
+    callbacks = list(run_config.callbacks or [])
+    callbacks += default_logger_callbacks(callbacks)
+    progress = create_progress_callback(
+        run_config.verbose,
+        run_config.progress_reporter,
+        metric=metric,
+        mode=mode,
+        sys_info=lambda: [resource_manager.usage_string()],
+    )
+    if progress is not None:
+        callbacks.append(progress)
+
+    if executor is None:
+        inline = os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline"
+        executor = InlineExecutor() if inline else LocalExecutor()
+    supports_buffering = getattr(scheduler, "_supports_buffered_results", True)
+    factory = TrialFactory(
+        trainable_name,
+        experiment_path,
+        resources_function(trainable_cls),
+        criterion,
+        cc,
+        default_checkpoint_at_end(trainable_cls, cc.checkpoint_at_end),
+        run_config.failure_config.max_failures,
+        tune_config.trial_name_creator,
+        tune_config.trial_dirname_creator,
+        experiment_hash,
+    )
+    return RunSpec(
+        name=name,
+        experiment_path=experiment_path,
+        trainable_cls=trainable_cls,
+        trainable_blob=blob,
+        trainable_key=key,
+        param_space=param_space,
+        num_samples=tune_config.num_samples,
+        search_alg=search_alg,
+        scheduler=scheduler,
+        executor=executor,
+        resource_manager=resource_manager,
+        trial_factory=factory,
+        callbacks=CallbackList(callbacks),
+        stopper=stopper,
+        metric=metric,
+        mode=mode,
+        checkpoint_config=cc,
+        failure_config=run_config.failure_config,
+        checkpoint_at_end=factory.checkpoint_at_end,
+        reuse_actors=bool(reuse),
+        max_concurrent_trials=tune_config.max_concurrent_trials,
+        time_budget_s=tune_config.time_budget_s,
+        log_to_file=_log_files(run_config.log_to_file),
+        chdir=_chdir_enabled(),
+        credit=DEFAULT_CREDIT if supports_buffering else 1,
+        max_pending_trials=_max_pending_trials(search_alg, resource_manager),
+        experiment_id=uuid.uuid4().hex,
+        meta={"name": name, "trainable_name": trainable_name, "metric": metric, "mode": mode},
+    )

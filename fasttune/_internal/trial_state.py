@@ -1,0 +1,62 @@
+"""Rebuild a ``Trial`` from its saved JSON state and its pickled config."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import cloudpickle
+
+from fasttune._internal.checkpoint_manager import CheckpointManager
+from fasttune.experiment.trial import Trial, TrialStatus
+from fasttune.result import EXPR_PARAM_PICKLE_FILE
+
+
+def load_trial_config(trial_dir: str) -> dict[str, Any]:
+    """The config pickled in a trial directory's ``params.pkl`` ({} if missing)."""
+    path = os.path.join(trial_dir, EXPR_PARAM_PICKLE_FILE)
+    if not os.path.exists(path):
+        return {}
+    with open(path, "rb") as f:
+        return cloudpickle.load(f)
+
+
+def trial_from_state(
+    state: dict[str, Any],
+    experiment_path: str,
+    *,
+    num_to_keep: int | None = None,
+    score_attribute: str | None = None,
+    score_order: str = "max",
+) -> Trial:
+    """A ``Trial`` with the status, counters, checkpoints and last result of ``state``."""
+    trial = Trial(
+        state["trainable_name"],
+        trial_id=state["trial_id"],
+        experiment_tag=state.get("experiment_tag", ""),
+        evaluated_params=state.get("evaluated_params") or {},
+        experiment_path=experiment_path,
+        max_failures=state.get("max_failures", 0),
+        checkpoint_frequency=state.get("checkpoint_frequency", 0),
+        checkpoint_at_end=state.get("checkpoint_at_end", False),
+        custom_trial_name=state.get("custom_trial_name"),
+        custom_dirname=state.get("custom_dirname"),
+    )
+    trial.relative_logdir = state["relative_logdir"]
+    trial.status = TrialStatus(state["status"])
+    trial.num_failures = state.get("num_failures", 0)
+    trial.error_msg = state.get("error_msg")
+    trial.results_count = state.get("results_count", 0)
+    trial.start_time = state.get("start_time")
+    if state.get("error_file"):
+        trial.error_file = os.path.join(trial.local_path or "", state["error_file"])
+    trial.config = load_trial_config(trial.local_path or "")
+    last_result = dict(state.get("last_result") or {})
+    if last_result:
+        last_result["config"] = trial.config
+        trial.update_last_result(last_result)
+        trial.results_count = state.get("results_count", trial.results_count)
+    manager = CheckpointManager(trial.local_path or "", num_to_keep, score_attribute, score_order)
+    manager.load_json(state.get("checkpoints"))
+    trial.checkpoint_manager = manager
+    return trial

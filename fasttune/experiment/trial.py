@@ -1,0 +1,258 @@
+"""``Trial``: the record of one trial (state only; the controller drives it)."""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from fasttune import result as R
+
+MAX_DIRNAME_LENGTH = 130
+
+
+class TrialStatus(str, enum.Enum):
+    """Lifecycle states; the values equal Ray's status strings."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    TERMINATED = "TERMINATED"
+    ERROR = "ERROR"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def new_experiment_hash() -> str:
+    """Five hex characters shared by the trial ids of one experiment (as Ray)."""
+    return uuid.uuid4().hex[:5]
+
+
+class Trial:
+    """One configuration being trained, and everything known about it.
+
+    Attributes mirror Ray's ``Trial``: ``trial_id``, ``config``, ``status``,
+    ``last_result``, ``experiment_tag``, ``evaluated_params``, ``local_path``/``path``,
+    ``checkpoint``, ``error_file``, ``num_failures``, ``metric_analysis``.
+    """
+
+    PENDING = TrialStatus.PENDING
+    RUNNING = TrialStatus.RUNNING
+    PAUSED = TrialStatus.PAUSED
+    TERMINATED = TrialStatus.TERMINATED
+    ERROR = TrialStatus.ERROR
+
+    def __init__(
+        self,
+        trainable_name: str,
+        *,
+        config: dict[str, Any] | None = None,
+        trial_id: str | None = None,
+        experiment_tag: str = "",
+        evaluated_params: dict[str, Any] | None = None,
+        experiment_path: str | None = None,
+        placement_group_factory: Any = None,
+        stopping_criterion: Mapping[str, Any] | None = None,
+        max_failures: int = 0,
+        checkpoint_frequency: int = 0,
+        checkpoint_at_end: bool = False,
+        custom_trial_name: str | None = None,
+        custom_dirname: str | None = None,
+    ):
+        self.trainable_name = trainable_name
+        self.config: dict[str, Any] = config if config is not None else {}
+        self.trial_id = trial_id or f"{new_experiment_hash()}_00000"
+        self.experiment_tag = experiment_tag
+        self.evaluated_params = evaluated_params or {}
+        self.experiment_path = experiment_path
+        self.placement_group_factory = placement_group_factory
+        self.stopping_criterion = dict(stopping_criterion or {})
+        self.max_failures = max_failures
+        self.checkpoint_frequency = checkpoint_frequency
+        self.checkpoint_at_end = checkpoint_at_end
+        self.custom_trial_name = custom_trial_name
+        self.custom_dirname = custom_dirname
+
+        self.status = TrialStatus.PENDING
+        self.last_result: dict[str, Any] = {}
+        self.metric_analysis: dict[str, dict[str, float]] = {}
+        self._metric_windows: dict[str, list[float]] = {}
+        self.num_failures = 0
+        self.num_restore_failures = 0
+        self.error_file: str | None = None
+        self.pickled_error_file: str | None = None
+        self.error_msg: str | None = None
+        self.start_time: float | None = None
+        self.results_count = 0
+        # Checkpoints: managed by the controller's checkpoint bookkeeping.
+        self.checkpoint_manager: Any = None
+        self.restore_path: str | None = None
+        self.saving_to: str | None = None
+        self.relative_logdir: str | None = None
+
+    # ------------------------------------------------------------------ names, paths
+    def __str__(self) -> str:
+        if self.custom_trial_name:
+            return self.custom_trial_name
+        return f"{self.trainable_name}_{self.trial_id}"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def create_dirname(self) -> str:
+        """The trial directory's name: ``<str(trial)>_<experiment_tag>``, made safe."""
+        if self.custom_dirname:
+            name = self.custom_dirname
+        else:
+            name = f"{self.trainable_name}_{self.trial_id}"
+            if self.experiment_tag:
+                name = f"{name}_{self.experiment_tag}"
+        name = re.sub(r"[^\w.=,+-]", "_", name)[:MAX_DIRNAME_LENGTH]
+        return name
+
+    def init_local_path(self) -> str:
+        """Choose (once) and return the trial directory under the experiment path."""
+        if self.relative_logdir is None:
+            self.relative_logdir = self.create_dirname()
+        return self.local_path  # type: ignore[return-value]
+
+    @property
+    def local_path(self) -> str | None:
+        if self.experiment_path is None or self.relative_logdir is None:
+            return None
+        return os.path.join(self.experiment_path, self.relative_logdir)
+
+    @property
+    def path(self) -> str | None:
+        return self.local_path
+
+    @property
+    def logdir(self) -> str | None:
+        return self.local_path
+
+    # ------------------------------------------------------------------ state
+    def set_status(self, status: TrialStatus) -> None:
+        if status is TrialStatus.RUNNING and self.start_time is None:
+            self.start_time = time.time()
+        self.status = TrialStatus(status)
+
+    def set_config(self, config: dict[str, Any]) -> None:
+        self.config = config
+
+    def set_experiment_tag(self, experiment_tag: str) -> None:
+        self.experiment_tag = experiment_tag
+
+    def is_finished(self) -> bool:
+        return self.status in (TrialStatus.TERMINATED, TrialStatus.ERROR)
+
+    def update_last_result(
+        self, result: dict[str, Any], flat_result: dict[str, Any] | None = None
+    ) -> None:
+        """Record a new result and update the per-metric statistics.
+
+        Args:
+            result: The result as reported (nested dicts kept).
+            flat_result: The same result flattened with ``/`` if already computed;
+                statistics are kept per flattened key (``a/b``).
+        """
+        self.last_result = result
+        self.results_count += 1
+        if flat_result is None:
+            from fasttune.logger._flatten import flatten_result
+
+            flat_result = flatten_result(result)
+        for key, value in flat_result.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            stats = self.metric_analysis.get(key)
+            window = self._metric_windows.setdefault(key, [])
+            window.append(value)
+            if len(window) > 10:
+                del window[0]
+            if stats is None:
+                self.metric_analysis[key] = stats = {
+                    "max": value, "min": value, "avg": value, "last": value, "_n": 1,
+                }  # fmt: skip
+            else:
+                n = stats["_n"] + 1
+                stats["max"] = max(stats["max"], value)
+                stats["min"] = min(stats["min"], value)
+                stats["avg"] += (value - stats["avg"]) / n
+                stats["last"] = value
+                stats["_n"] = n
+            stats["last-5-avg"] = sum(window[-5:]) / len(window[-5:])
+            stats["last-10-avg"] = sum(window) / len(window)
+
+    def should_stop(self, result: Mapping[str, Any]) -> bool:
+        """True when the result meets the stopping criterion (or says it is done).
+
+        Raises:
+            KeyError: A criterion names a key the result does not have (the message
+                lists the reported keys).
+        """
+        if result.get(R.DONE):
+            return True
+        for key, threshold in self.stopping_criterion.items():
+            if key not in result:
+                raise KeyError(
+                    f"Stopping criterion {key!r} was not found in the result of trial "
+                    f"{self}; reported keys: {sorted(result)}. Report {key!r} from your "
+                    "trainable or change RunConfig(stop=...)."
+                )
+            value = result[key]
+            if callable(threshold):
+                if threshold(value):
+                    return True
+            elif value >= threshold:
+                return True
+        return False
+
+    def should_checkpoint(self) -> bool:
+        """True when ``checkpoint_frequency`` says this iteration saves a checkpoint."""
+        iteration = self.last_result.get(R.TRAINING_ITERATION, 0)
+        return bool(self.checkpoint_frequency) and iteration % self.checkpoint_frequency == 0
+
+    def should_recover(self) -> bool:
+        """True if the trial may be retried after a failure."""
+        return self.max_failures < 0 or self.num_failures <= self.max_failures
+
+    @property
+    def checkpoint(self) -> Any:
+        """The latest persisted checkpoint (a ``Checkpoint``), or None."""
+        if self.checkpoint_manager is None:
+            return None
+        return self.checkpoint_manager.latest_checkpoint
+
+    def get_trial_checkpoints(self) -> list[Any]:
+        if self.checkpoint_manager is None:
+            return []
+        return self.checkpoint_manager.checkpoints
+
+    # ------------------------------------------------------------------ serialisation
+    def to_json(self) -> dict[str, Any]:
+        """JSON-safe state (the config travels separately, pickled)."""
+        return {
+            "trainable_name": self.trainable_name,
+            "trial_id": self.trial_id,
+            "experiment_tag": self.experiment_tag,
+            "status": self.status.value,
+            "relative_logdir": self.relative_logdir,
+            "custom_trial_name": self.custom_trial_name,
+            "custom_dirname": self.custom_dirname,
+            "num_failures": self.num_failures,
+            "error_file": os.path.basename(self.error_file) if self.error_file else None,
+            "error_msg": self.error_msg,
+            "max_failures": self.max_failures,
+            "checkpoint_frequency": self.checkpoint_frequency,
+            "checkpoint_at_end": self.checkpoint_at_end,
+            "results_count": self.results_count,
+            "start_time": self.start_time,
+            "checkpoints": (
+                self.checkpoint_manager.to_json() if self.checkpoint_manager is not None else None
+            ),
+        }

@@ -1,0 +1,231 @@
+"""``Tuner``: configure, run and restore an experiment (as ``ray.tune.Tuner``)."""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from typing import Any
+
+from fasttune.config import RunConfig
+from fasttune.tune_config import TuneConfig
+
+logger = logging.getLogger(__name__)
+
+
+class Tuner:
+    """Runs a hyperparameter search.
+
+    Args:
+        trainable: A function ``train_fn(config)``, a ``fasttune.Trainable`` subclass,
+            or the name of a registered trainable.
+        param_space: The search space (sampling functions, ``grid_search``, constants).
+        tune_config: Search settings (metric, mode, searcher, scheduler, samples...).
+        run_config: Storage, stopping, checkpointing, failure handling, callbacks.
+
+    Example:
+        >>> import fasttune as tune
+        >>> def train_fn(config):
+        ...     tune.report({"score": config["x"] ** 2})
+        >>> tuner = tune.Tuner(
+        ...     train_fn,
+        ...     param_space={"x": tune.grid_search([1, 2, 3])},
+        ...     tune_config=tune.TuneConfig(metric="score", mode="min"),
+        ...     run_config=tune.RunConfig(verbose=0),
+        ... )
+        >>> tuner.fit().get_best_result().config["x"]
+        1
+    """
+
+    def __init__(
+        self,
+        trainable: Any = None,
+        *,
+        param_space: dict[str, Any] | None = None,
+        tune_config: TuneConfig | None = None,
+        run_config: RunConfig | None = None,
+        _executor: Any = None,
+    ):
+        from fasttune._internal.trainable_resolution import resolve_trainable
+
+        if trainable is None:
+            raise TypeError("Tuner(trainable=...) is required: a function or a Trainable class.")
+        if tune_config is not None and not isinstance(tune_config, TuneConfig):
+            raise TypeError(
+                f"Tuner(tune_config=...) must be a fasttune.TuneConfig, got "
+                f"{type(tune_config).__name__}"
+            )
+        if run_config is not None and not isinstance(run_config, RunConfig):
+            raise TypeError(
+                f"Tuner(run_config=...) must be a fasttune.RunConfig, got "
+                f"{type(run_config).__name__}"
+            )
+        if param_space is not None and not isinstance(param_space, dict):
+            raise TypeError(
+                f"Tuner(param_space=...) must be a dict, got {type(param_space).__name__}"
+            )
+        self._trainable = trainable
+        self._trainable_cls = resolve_trainable(trainable)
+        self._param_space = param_space if param_space is not None else {}
+        self._tune_config = tune_config or TuneConfig()
+        self._run_config = run_config or RunConfig()
+        self._executor = _executor
+        self._restore: dict[str, Any] | None = None
+        self._results: Any = None
+
+    # ------------------------------------------------------------------ running
+    def fit(self) -> Any:
+        """Run the experiment and return its :class:`~fasttune.ResultGrid`."""
+        from fasttune._internal.controller import TuneController
+        from fasttune._internal.spec_builder import build_run_spec
+        from fasttune.results import ExperimentAnalysis, ResultGrid
+
+        spec = build_run_spec(
+            self._trainable_cls,
+            self._param_space,
+            self._tune_config,
+            self._run_config,
+            experiment_hash=self._restore["experiment_hash"] if self._restore else None,
+            executor=self._executor,
+        )
+        trials = self._restored_trials(spec) if self._restore else None
+        self._save_tuner(spec)
+        controller = TuneController(spec, trials)
+        if self._restore:
+            controller.restore_plugin_state(self._restore["loaded"])
+        controller.run()
+        if controller.interrupted:
+            logger.warning(
+                "Experiment interrupted; its state is saved. Resume it with: "
+                "Tuner.restore(%r, trainable=...).fit()",
+                spec.experiment_path,
+            )
+        analysis = ExperimentAnalysis(
+            spec.experiment_path,
+            trials=controller.trials,
+            default_metric=spec.metric,
+            default_mode=spec.mode,
+        )
+        self._results = ResultGrid(analysis)
+        return self._results
+
+    def get_results(self) -> Any:
+        """The :class:`~fasttune.ResultGrid` of this experiment (after ``fit`` or restore)."""
+        if self._results is None:
+            if self._restore is None:
+                raise RuntimeError("Tuner.get_results() needs fit() to have run first.")
+            from fasttune.results import ExperimentAnalysis, ResultGrid
+
+            path = self._restore["path"]
+            self._results = ResultGrid(ExperimentAnalysis(path))
+        return self._results
+
+    def _save_tuner(self, spec: Any) -> None:
+        from fasttune._internal.experiment_state import ExperimentStateStore
+
+        data = {
+            "param_space": self._param_space,
+            "tune_config": self._tune_config,
+            "run_config": self._run_config,
+            "experiment_hash": spec.trial_factory.experiment_hash,
+            "trainable_name": spec.meta["trainable_name"],
+        }
+        store = ExperimentStateStore(spec.experiment_path)
+        try:
+            store.save_tuner(data)
+        except Exception:
+            # Unpicklable parts (e.g. a callback holding a socket) must be passed again
+            # to Tuner.restore; the rest is still saved.
+            data["run_config"] = None
+            data["tune_config"] = None
+            try:
+                store.save_tuner(data)
+            except Exception:
+                data["param_space"] = None
+                store.save_tuner(data)
+
+    # ------------------------------------------------------------------ restoring
+    @classmethod
+    def can_restore(cls, path: str | os.PathLike[str], storage_filesystem: Any = None) -> bool:
+        """True if ``path`` holds an experiment that :meth:`restore` can continue."""
+        from fasttune._internal.experiment_state import SNAPSHOT_FILE, TUNER_FILE
+
+        path = os.path.expanduser(os.fspath(path))
+        return os.path.exists(os.path.join(path, SNAPSHOT_FILE)) and os.path.exists(
+            os.path.join(path, TUNER_FILE)
+        )
+
+    @classmethod
+    def restore(
+        cls,
+        path: str | os.PathLike[str],
+        trainable: Any,
+        resume_unfinished: bool = True,
+        resume_errored: bool = False,
+        restart_errored: bool = False,
+        param_space: dict[str, Any] | None = None,
+        storage_filesystem: Any = None,
+        _executor: Any = None,
+    ) -> Tuner:
+        """Continue an interrupted or crashed experiment.
+
+        Finished trials are kept; unfinished ones resume from their latest checkpoint
+        (or restart); errored ones are resumed or restarted per the flags. The search
+        algorithm continues from its saved state.
+
+        Args:
+            path: The experiment directory (``<storage_path>/<name>``).
+            trainable: The same trainable the experiment ran.
+            resume_unfinished: Resume trials that had not finished (else end them).
+            resume_errored: Resume errored trials from their latest checkpoint.
+            restart_errored: Restart errored trials from scratch.
+            param_space: Pass it again if it held values that could not be pickled.
+        """
+        from fasttune._internal.experiment_state import ExperimentStateStore
+
+        path = os.path.abspath(os.path.expanduser(os.fspath(path)))
+        if not cls.can_restore(path):
+            raise ValueError(
+                f"Tuner.restore(path={path!r}): no fasttune experiment there. Pass the "
+                "directory printed when the experiment started (<storage_path>/<name>)."
+            )
+        store = ExperimentStateStore(path)
+        saved = store.load_tuner()
+        tune_config = saved.get("tune_config") or TuneConfig()
+        run_config = copy.copy(saved.get("run_config") or RunConfig())
+        run_config.name = os.path.basename(path)
+        run_config.storage_path = os.path.dirname(path)
+        space = param_space if param_space is not None else saved.get("param_space")
+        if space is None:
+            raise ValueError(
+                "The saved param_space could not be pickled; pass it again with "
+                "Tuner.restore(..., param_space=...)."
+            )
+        tuner = cls(
+            trainable,
+            param_space=space,
+            tune_config=tune_config,
+            run_config=run_config,
+            _executor=_executor,
+        )
+        tuner._restore = {
+            "path": path,
+            "experiment_hash": saved["experiment_hash"],
+            "loaded": store.load(),
+            "resume_unfinished": resume_unfinished,
+            "resume_errored": resume_errored,
+            "restart_errored": restart_errored,
+        }
+        return tuner
+
+    def _restored_trials(self, spec: Any) -> list[Any]:
+        from fasttune._internal.restore import restored_trials
+
+        assert self._restore is not None
+        return restored_trials(
+            self._restore["loaded"],
+            spec,
+            resume_unfinished=self._restore["resume_unfinished"],
+            resume_errored=self._restore["resume_errored"],
+            restart_errored=self._restore["restart_errored"],
+        )

@@ -1,0 +1,39 @@
+"""An experiment run as its own process by the resume tests (the process gets killed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+import fasttune as tune
+
+
+def slow_counter(config):
+    start = 0
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        start = json.load(open(os.path.join(ckpt.path, "state.json")))["i"] + 1
+    for i in range(start, config["n"]):
+        time.sleep(config["sleep"])
+        d = tempfile.mkdtemp()
+        json.dump({"i": i}, open(os.path.join(d, "state.json"), "w"))
+        tune.report({"i": i, "x": config["x"]}, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def make_tuner(storage: str) -> tune.Tuner:
+    return tune.Tuner(
+        slow_counter,
+        param_space={"x": tune.uniform(0, 1), "n": 8, "sleep": 0.05},
+        tune_config=tune.TuneConfig(num_samples=10, max_concurrent_trials=2, seed=3),
+        run_config=tune.RunConfig(storage_path=storage, name="killed", verbose=0),
+    )
+
+
+if __name__ == "__main__":
+    tune.init(num_cpus=2)
+    print("started", flush=True)
+    make_tuner(sys.argv[1]).fit()
+    print("finished", flush=True)

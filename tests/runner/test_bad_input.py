@@ -1,0 +1,126 @@
+"""Bad input gives a clear error that names the cause, before or during fit()."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+import fasttune as tune
+
+
+def fine(config):
+    tune.report({"score": 1})
+
+
+def test_unknown_trainable_type(run_config):
+    with pytest.raises(TypeError, match="Unknown trainable type int"):
+        tune.Tuner(42, run_config=run_config())
+    with pytest.raises(ValueError, match="Unknown trainable 'nope'.*register_trainable"):
+        tune.Tuner("nope", run_config=run_config())
+
+    class NotATrainable:
+        pass
+
+    with pytest.raises(TypeError, match="not a fasttune.Trainable subclass"):
+        tune.Tuner(NotATrainable)
+
+
+def test_non_dict_result_fails_the_trial_with_a_clear_message(run_config):
+    class Bad(tune.Trainable):
+        def step(self):
+            return [1, 2]
+
+    grid = tune.Tuner(Bad, run_config=run_config()).fit()
+    assert grid.num_errors == 1
+    assert "step() must return a dict" in str(grid.errors[0])
+
+    def bad_fn(config):
+        tune.report(3.0)
+
+    grid = tune.Tuner(bad_fn, run_config=run_config(name="exp2")).fit()
+    assert "report(metrics=...) expects a dict" in str(grid.errors[0])
+
+
+def test_stop_key_never_reported(run_config):
+    with pytest.raises(KeyError, match="'acc'.*reported keys.*score"):
+        tune.Tuner(fine, run_config=run_config(stop={"acc": 0.9})).fit()
+
+
+def test_metric_never_reported(run_config):
+    with pytest.raises(ValueError, match="without the metric 'accuracy'.*Reported keys.*score"):
+        tune.Tuner(
+            fine, tune_config=tune.TuneConfig(metric="accuracy", mode="max"), run_config=run_config()
+        ).fit()
+
+
+def test_metric_and_mode_conflicts():
+    from fasttune.schedulers import FIFOScheduler
+    from fasttune.search import BasicVariantGenerator
+
+    class Picky(FIFOScheduler):
+        def __init__(self):
+            super().__init__()
+            self._metric, self._mode = "loss", "min"
+
+    with pytest.raises(ValueError, match="conflicts with the scheduler's own metric='loss'"):
+        tune.Tuner(
+            fine, tune_config=tune.TuneConfig(metric="score", mode="min", scheduler=Picky())
+        ).fit()
+    with pytest.raises(ValueError, match="mode"):
+        tune.TuneConfig(metric="score", mode="maximum")
+    assert BasicVariantGenerator  # imported for the namespace check
+
+
+def test_unwritable_storage_path(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(ValueError, match="storage_path=.*is not writable"):
+        tune.Tuner(
+            fine, run_config=tune.RunConfig(storage_path=str(blocker), name="x", verbose=0)
+        ).fit()
+    if os.geteuid() != 0:  # root can write anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        with pytest.raises(ValueError, match="is not writable"):
+            tune.Tuner(fine, run_config=tune.RunConfig(storage_path=str(ro), verbose=0)).fit()
+
+
+def test_unpicklable_trainable_names_the_culprit(run_config):
+    lock = threading.Lock()
+
+    def uses_lock(config):
+        with lock:
+            tune.report({"x": 1})
+
+    with pytest.raises(TypeError, match="cannot be serialised.*lock"):
+        tune.Tuner(uses_lock, run_config=run_config()).fit()
+
+
+def test_bad_config_values():
+    with pytest.raises(ValueError, match="num_samples"):
+        tune.TuneConfig(num_samples=0)
+    with pytest.raises(ValueError, match="max_failures"):
+        tune.FailureConfig(max_failures=-2)
+    with pytest.raises(ValueError, match="num_to_keep"):
+        tune.CheckpointConfig(num_to_keep=0)
+    with pytest.raises(ValueError, match="verbose"):
+        tune.RunConfig(verbose=7)
+    with pytest.raises(TypeError, match="param_space"):
+        tune.Tuner(fine, param_space=[1, 2])
+    with pytest.raises(TypeError, match="RunConfig.stop"):
+        tune.Tuner(fine, run_config=tune.RunConfig(stop=5, verbose=0)).fit()
+
+
+def test_request_that_can_never_fit(run_config):
+    with pytest.raises(ValueError, match="CPU"):
+        tune.Tuner(tune.with_resources(fine, {"cpu": 64}), run_config=run_config()).fit()
+
+
+def test_function_trainable_with_checkpoint_frequency(run_config):
+    with pytest.raises(ValueError, match="only apply to class trainables"):
+        tune.Tuner(
+            fine,
+            run_config=run_config(checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=2)),
+        ).fit()

@@ -1,0 +1,112 @@
+"""Trial failures: retries from checkpoints, worker deaths, fail_fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+import fasttune as tune
+
+
+def _checkpointing_fn(config):
+    """Counts to config['n'], checkpointing each step; dies once at config['die_at']."""
+    import tempfile
+
+    start = 0
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        start = json.load(open(os.path.join(ckpt.path, "state.json")))["i"] + 1
+    marker = os.path.join(config["marker_dir"], f"died_{config['id']}")
+    for i in range(start, config["n"]):
+        if i == config["die_at"] and not os.path.exists(marker):
+            open(marker, "w").close()
+            if config["how"] == "sigkill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            raise RuntimeError(f"planned failure at {i}")
+        d = tempfile.mkdtemp()
+        json.dump({"i": i}, open(os.path.join(d, "state.json"), "w"))
+        tune.report({"i": i, "resumed_from": start}, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+@pytest.mark.parametrize("how", ["sigkill", "raise"])
+def test_failed_trial_retries_from_latest_checkpoint(run_config, tmp_path, how):
+    grid = tune.Tuner(
+        _checkpointing_fn,
+        param_space={
+            "id": tune.grid_search([0, 1]), "n": 6, "die_at": 3, "how": how,
+            "marker_dir": str(tmp_path),
+        },  # fmt: skip
+        run_config=run_config(failure_config=tune.FailureConfig(max_failures=1)),
+    ).fit()
+    assert grid.num_errors == 0 and grid.num_terminated == 2
+    for result in grid:
+        assert result.metrics["i"] == 5
+        assert result.metrics["resumed_from"] == 3  # restarted from checkpoint of i=2
+        assert result.metrics["training_iteration"] == 6
+        error_text = open(os.path.join(result.path, "error.txt")).read()
+        expected = "died" if how == "sigkill" else "planned failure at 3"
+        assert expected in error_text and "Failure # 1" in error_text
+
+
+def test_without_retries_the_trial_errors_and_others_go_on(run_config, tmp_path):
+    def fn(config):
+        if config["x"] == 1:
+            raise ValueError("x=1 is broken")
+        tune.report({"ok": config["x"]})
+
+    grid = tune.Tuner(fn, param_space={"x": tune.grid_search([0, 1, 2])}, run_config=run_config()).fit()
+    assert grid.num_errors == 1 and grid.num_terminated == 2
+    error = grid.errors[0]
+    assert "x=1 is broken" in str(error)
+    errored = [r for r in grid if r.error is not None][0]
+    assert "ValueError: x=1 is broken" in open(os.path.join(errored.path, "error.txt")).read()
+
+
+def test_max_failures_forever_eventually_succeeds(run_config, tmp_path):
+    def flaky(config):
+        attempts = os.path.join(config["dir"], "attempts")
+        n = len(open(attempts).read()) if os.path.exists(attempts) else 0
+        open(attempts, "a").write("x")
+        if n < 3:
+            raise RuntimeError("not yet")
+        tune.report({"attempt": n})
+
+    grid = tune.Tuner(
+        flaky,
+        param_space={"dir": str(tmp_path)},
+        run_config=run_config(failure_config=tune.FailureConfig(max_failures=-1)),
+    ).fit()
+    assert grid[0].metrics["attempt"] == 3 and grid.num_errors == 0
+
+
+def test_fail_fast_stops_the_experiment(run_config):
+    def fn(config):
+        import time
+
+        if config["x"] == 0:
+            raise ValueError("first fails")
+        for i in range(1000):
+            time.sleep(0.01)
+            tune.report({"i": i})
+
+    grid = tune.Tuner(
+        fn,
+        param_space={"x": tune.grid_search([0, 1, 2, 3])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=run_config(failure_config=tune.FailureConfig(fail_fast=True)),
+    ).fit()
+    assert grid.num_errors == 1
+    assert all(r.metrics.get("i", 0) < 999 for r in grid)
+
+
+def test_fail_fast_raise_reraises(run_config):
+    def fn(config):
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError, match="boom"):
+        tune.Tuner(
+            fn, run_config=run_config(failure_config=tune.FailureConfig(fail_fast="raise"))
+        ).fit()
