@@ -61,7 +61,8 @@ def pickle_trainable(cls: type[Trainable]) -> tuple[bytes, str]:
             f"processes: {e}.{culprits} Create such objects inside the trainable, or pass "
             "picklable data with fasttune.with_parameters()."
         ) from e
-    return blob, hashlib.sha1(blob).hexdigest()
+    name = getattr(cls, "_name", None) or cls.__name__
+    return blob, f"{name}-{hashlib.sha1(blob).hexdigest()[:16]}"
 
 
 def is_function_trainable(cls: type[Trainable]) -> bool:

@@ -1,0 +1,169 @@
+"""The executor interface: how the controller runs trials, whatever runs them.
+
+The controller sends commands (start, grant more iterations, save, stop, kill) and
+polls for :class:`Event` records. It never touches processes; executors never make
+decisions. Every executor runs the same worker-side loop
+(:mod:`fasttune.executors.worker_loop`), so they differ only in where that loop
+runs and how it is reached.
+
+Flow control: a trial may run ``credit`` iterations ahead of the controller. On
+start it receives ``TrialLaunch.initial_credit``; every :meth:`Executor.grant` adds
+more. A worker whose credit is used up waits for a grant or a command, so a
+STOP/PAUSE decided on result *n* is applied before iteration ``n + credit`` runs
+(credit 1 means the trial waits for a decision after every result).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Resources assigned to one trial on this machine."""
+
+    cpu: float = 1.0
+    gpu: float = 0.0
+    gpu_ids: tuple[str, ...] = ()
+    memory: float = 0.0
+    custom: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cpu": self.cpu,
+            "gpu": self.gpu,
+            "gpu_ids": list(self.gpu_ids),
+            "memory": self.memory,
+            "custom": dict(self.custom),
+        }
+
+
+@dataclass(frozen=True)
+class TrialLaunch:
+    """Everything a worker needs to start (or resume) one trial.
+
+    Attributes:
+        trial_id: The trial's id.
+        trainable_key: Identifies ``trainable_blob``; workers cache the unpickled class
+            per key, and a reused worker may only host the same key.
+        trainable_blob: The cloudpickled Trainable class.
+        config: The trial's config, with ``TRIAL_INFO`` (and stdout/stderr file names
+            when captured) inserted, as ``Trainable.__init__`` expects.
+        trial_dir: The trial directory: logdir of the Trainable and, unless
+            ``chdir`` is False, the worker's working directory.
+        restore_path: A checkpoint directory to restore before training, or None.
+        allocation: The trial's resources (``CUDA_VISIBLE_DEVICES`` comes from
+            ``allocation.gpu_ids``; "" when the trial has no GPU).
+        initial_credit: Iterations the trial may run before its first grant.
+        max_buffer_length: At most this many results per ``TrialResults`` event.
+        buffer_time_s: A worker sends buffered results at least this often.
+        chdir: Change into ``trial_dir`` (``RAY_CHDIR_TO_TRIAL_DIR=0`` disables).
+        reuse: The controller allows reusing a worker's live Trainable via
+            ``Trainable.reset``.
+    """
+
+    trial_id: str
+    trainable_key: str
+    trainable_blob: bytes
+    config: dict[str, Any]
+    trial_dir: str
+    restore_path: str | None = None
+    allocation: Allocation = field(default_factory=Allocation)
+    initial_credit: int = 1
+    max_buffer_length: int = 1000
+    buffer_time_s: float = 0.02
+    chdir: bool = True
+    reuse: bool = False
+
+
+# ---------------------------------------------------------------------- events
+@dataclass(frozen=True)
+class Event:
+    trial_id: str
+
+
+@dataclass(frozen=True)
+class TrialStarted(Event):
+    """The Trainable is constructed (and restored); training has begun."""
+
+    reused: bool = False
+
+
+@dataclass(frozen=True)
+class TrialResults(Event):
+    """Results of consecutive iterations, in order (never empty)."""
+
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TrialSaved(Event):
+    """A ``save`` command finished: the checkpoint directory and its iteration."""
+
+    checkpoint_path: str = ""
+    iteration: int = 0
+
+
+@dataclass(frozen=True)
+class TrialFailed(Event):
+    """The trial's code raised, or its worker died.
+
+    Attributes:
+        error: Human-readable traceback text (or how the worker died).
+        exc_type: Name of the exception class (or ``"WorkerDied"``).
+        during: What the worker was doing: start, restore, train, save, reset, stop.
+        exception: The pickled exception when it could be pickled, else None.
+    """
+
+    error: str = ""
+    exc_type: str = ""
+    during: str = "train"
+    exception: bytes | None = None
+
+
+@dataclass(frozen=True)
+class TrialStopped(Event):
+    """A ``stop`` command finished; the trial's resources may be reused."""
+
+
+# ---------------------------------------------------------------------- interface
+class Executor(abc.ABC):
+    """Runs trials; see the module docstring for the flow-control contract."""
+
+    @abc.abstractmethod
+    def start_trial(self, launch: TrialLaunch) -> None:
+        """Start a trial; a ``TrialStarted`` (or ``TrialFailed``) event follows."""
+
+    @abc.abstractmethod
+    def grant(self, trial_id: str, iterations: int) -> None:
+        """Allow a running trial ``iterations`` more training iterations."""
+
+    @abc.abstractmethod
+    def save_trial(self, trial_id: str) -> None:
+        """Checkpoint the trial after its current iteration; ``TrialSaved`` follows."""
+
+    @abc.abstractmethod
+    def stop_trial(self, trial_id: str) -> None:
+        """Stop the trial (``Trainable.stop()``); ``TrialStopped`` follows.
+
+        Results produced after the command was sent are dropped by the executor.
+        """
+
+    @abc.abstractmethod
+    def kill_trial(self, trial_id: str) -> None:
+        """Stop a trial at once, without waiting for its code (no event follows)."""
+
+    @abc.abstractmethod
+    def poll(self, timeout: float | None) -> list[Event]:
+        """Events since the last poll, waiting up to ``timeout`` s for the first."""
+
+    @abc.abstractmethod
+    def shutdown(self) -> None:
+        """Stop every trial and release every worker."""
+
+    @property
+    def num_running(self) -> int:
+        """Trials started and not yet stopped."""
+        return 0

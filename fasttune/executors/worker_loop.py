@@ -1,0 +1,338 @@
+"""The worker-side loop shared by every executor: host one Trainable, obey commands.
+
+A :class:`WorkerLoop` hosts at most one Trainable at a time. It reads commands
+(``(op, argument)`` tuples, see ``START``...``EXIT``) from a :class:`Transport` and
+sends :mod:`~fasttune.executors.base` events back through it. Executors differ only
+in the transport: a pipe to a worker process (:mod:`~fasttune.executors.local`) or
+in-process queues (:mod:`~fasttune.executors.inline`).
+
+Events of one trial are sent in this order: ``TrialStarted``, then
+``TrialResults``/``TrialSaved`` as they happen, then exactly one of
+``TrialStopped``/``TrialFailed`` (a failed start sends only ``TrialFailed``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any, Protocol
+
+import cloudpickle
+
+from fasttune import result as R
+from fasttune.executors.base import (
+    Event,
+    TrialFailed,
+    TrialLaunch,
+    TrialResults,
+    TrialSaved,
+    TrialStarted,
+    TrialStopped,
+)
+from fasttune.logger.noop import NoopLogger
+
+logger = logging.getLogger(__name__)
+
+# Commands: ``(op, argument)`` tuples, small and cheap to pickle.
+START = "start"  # argument: TrialLaunch (blob empty when the worker has the key cached)
+GRANT = "grant"  # argument: int, more iterations the trial may run
+SAVE = "save"  # argument: None
+STOP = "stop"  # argument: None
+EXIT = "exit"  # argument: None; stop any Trainable and leave the loop
+
+Command = tuple[str, Any]
+
+# Logged once per trainable_key by the driver when a reused worker had to build a
+# fresh Trainable because ``reset`` returned False.
+RESET_WARNING = (
+    "Trainable %r does not implement reset_config(), so a reused worker built a fresh "
+    "Trainable instead (Ray Tune would fail here). Implement reset_config() to benefit "
+    "from TuneConfig(reuse_actors=True), or turn reuse off."
+)
+
+# Exceptions of user code that become TrialFailed (KeyboardInterrupt is left alone
+# so that Ctrl-C still works with the inline executor).
+_TRIAL_ERRORS = (Exception, SystemExit)
+
+
+class TransportClosed(Exception):
+    """The driver's end of the transport is gone; the loop ends."""
+
+
+class Transport(Protocol):
+    """How a :class:`WorkerLoop` talks to its driver."""
+
+    def send(self, event: Event) -> None:
+        """Send one event (raise :class:`TransportClosed` if the driver is gone)."""
+
+    def poll(self) -> bool:
+        """True when a command is waiting (never blocks)."""
+
+    def recv(self) -> Command:
+        """The next command, waiting for it (raise :class:`TransportClosed` at EOF)."""
+
+
+class WorkerLoop:
+    """Runs the commands of one worker against the Trainable it hosts.
+
+    Args:
+        transport: Where commands come from and events go.
+        isolated: True when the loop owns its process: it then sets
+            ``CUDA_VISIBLE_DEVICES`` and ``TUNE_ORIG_WORKING_DIR`` and changes into
+            the trial directory. False (inline) leaves the process as it is.
+        class_cache: Unpickled Trainable classes by ``trainable_key``, shareable
+            between loops of one process.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        isolated: bool = True,
+        class_cache: dict[str, type] | None = None,
+    ):
+        self._transport = transport
+        self._isolated = isolated
+        self._classes: dict[str, type] = {} if class_cache is None else class_cache
+        self._orig_cwd = os.getcwd()
+        self._trainable: Any = None  # live Trainable: hosting a trial, or idle for reuse
+        self._key: str | None = None  # trainable_key of the live Trainable
+        self._launch: TrialLaunch | None = None  # the hosted trial
+        self._credit = 0
+        self._finished = False  # the hosted trial reported done: wait for commands
+        self.retired = False  # the last trial ended and nothing is kept for reuse
+        self.exit_requested = False
+
+    # ------------------------------------------------------------------ state
+    @property
+    def trial_id(self) -> str | None:
+        """The hosted trial, or None when idle."""
+        return None if self._launch is None else self._launch.trial_id
+
+    @property
+    def can_train(self) -> bool:
+        """True when the hosted trial has credit left and is not done."""
+        return self._launch is not None and self._credit > 0 and not self._finished
+
+    # ------------------------------------------------------------------ driving
+    def run(self) -> None:
+        """Serve commands until ``EXIT``, the end of the transport, or retirement."""
+        transport = self._transport
+        try:
+            while not (self.exit_requested or self.retired):
+                if self.can_train:
+                    self.train_batch()
+                    while transport.poll() and not (self.exit_requested or self.retired):
+                        self.handle(transport.recv())
+                else:
+                    self.handle(transport.recv())
+        except TransportClosed:
+            pass
+        finally:
+            self.close()
+
+    def handle(self, command: Command) -> None:
+        """Execute one command."""
+        op, argument = command
+        if op == GRANT:
+            if self._launch is not None:
+                self._credit += argument
+        elif op == START:
+            self._start(argument)
+        elif op == SAVE:
+            self._save()
+        elif op == STOP:
+            self._stop()
+        elif op == EXIT:
+            self.exit_requested = True
+        else:
+            raise ValueError(f"unknown worker command {op!r}")
+
+    def close(self) -> None:
+        """Stop the live Trainable, if any (best effort)."""
+        self._launch = None
+        self._discard_trainable()
+
+    # ------------------------------------------------------------------ training
+    def train_batch(self) -> None:
+        """Train while credit lasts, sending the results as one ``TrialResults``.
+
+        The batch ends after a result that is done, a duplicate, or carries or asks
+        for a checkpoint; when the buffer is full; when the next result would come
+        later than ``buffer_time_s`` after the first; or when a command is waiting.
+        """
+        launch = self._launch
+        if launch is None or not self.can_train:
+            return
+        trainable = self._trainable
+        poll = self._transport.poll
+        max_length = launch.max_buffer_length
+        deadline = 0.0
+        buffer: list[dict[str, Any]] = []
+        failure: BaseException | None = None
+        try:
+            while self._credit > 0:
+                started = time.monotonic()
+                result = trainable.train()
+                self._credit -= 1
+                buffer.append(result)
+                if result.get(R.DONE) or result.get(R.RESULT_DUPLICATE):
+                    self._finished = True
+                    break
+                if (
+                    result.get(R.SHOULD_CHECKPOINT)
+                    or result.get(R.CHECKPOINT_DIR_NAME)
+                    or len(buffer) >= max_length
+                ):
+                    break
+                now = time.monotonic()
+                if len(buffer) == 1:
+                    deadline = now + launch.buffer_time_s
+                # Send now if the next result is expected after the deadline.
+                if now + (now - started) >= deadline or poll():
+                    break
+        except _TRIAL_ERRORS as exc:
+            failure = exc
+        if buffer:  # results before a failure still count
+            try:
+                self._transport.send(TrialResults(launch.trial_id, buffer))
+            except TransportClosed:
+                raise
+            except _TRIAL_ERRORS as exc:  # e.g. a result that cannot be pickled
+                failure = failure or exc
+        if failure is not None:
+            self._fail(failure, "train")
+
+    # ------------------------------------------------------------------ commands
+    def _start(self, launch: TrialLaunch) -> None:
+        if not os.path.isabs(launch.trial_dir):  # paths must survive the chdir
+            launch = replace(launch, trial_dir=os.path.abspath(launch.trial_dir))
+        if launch.restore_path and not os.path.isabs(launch.restore_path):
+            launch = replace(launch, restore_path=os.path.abspath(launch.restore_path))
+        self._launch = launch
+        self._credit = launch.initial_credit
+        self._finished = False
+        during = "start"
+        reused = False
+        try:
+            self._enter_trial_environment(launch)
+            creator = _logger_creator(launch.trial_dir)
+            if self._trainable is not None:
+                if launch.reuse and self._key == launch.trainable_key:
+                    during = "reset"
+                    reused = bool(self._trainable.reset(launch.config, logger_creator=creator))
+                    during = "start"
+                if not reused:
+                    self._discard_trainable()
+            if not reused:
+                cls = self._load_class(launch)
+                self._trainable = cls(config=launch.config, logger_creator=creator)
+                self._key = launch.trainable_key
+            if launch.restore_path:
+                during = "restore"
+                self._trainable.restore(launch.restore_path)
+        except _TRIAL_ERRORS as exc:
+            self._fail(exc, during)
+            return
+        self._transport.send(TrialStarted(launch.trial_id, reused=reused))
+
+    def _save(self) -> None:
+        launch = self._launch
+        if launch is None:
+            return
+        try:
+            path = self._trainable.save()
+        except _TRIAL_ERRORS as exc:
+            self._fail(exc, "save")
+            return
+        iteration = self._trainable.iteration
+        self._transport.send(TrialSaved(launch.trial_id, checkpoint_path=path, iteration=iteration))
+
+    def _stop(self) -> None:
+        launch = self._launch
+        if launch is None:
+            return
+        self._credit = 0
+        if not launch.reuse:
+            trainable, self._trainable, self._key = self._trainable, None, None
+            try:
+                trainable.stop()
+            except _TRIAL_ERRORS as exc:
+                self._fail(exc, "stop")
+                return
+            self.retired = True
+        # With reuse the live Trainable stays idle until the next START resets it.
+        self._launch = None
+        self._transport.send(TrialStopped(launch.trial_id))
+
+    # ------------------------------------------------------------------ helpers
+    def _enter_trial_environment(self, launch: TrialLaunch) -> None:
+        os.makedirs(launch.trial_dir, exist_ok=True)
+        if not self._isolated:
+            return
+        # Before the class is unpickled: importing a CUDA library may read it.
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(launch.allocation.gpu_ids)
+        os.environ["TUNE_ORIG_WORKING_DIR"] = self._orig_cwd
+        os.chdir(launch.trial_dir if launch.chdir else self._orig_cwd)
+
+    def _load_class(self, launch: TrialLaunch) -> type:
+        cls = self._classes.get(launch.trainable_key)
+        if cls is None:
+            if not launch.trainable_blob:
+                raise RuntimeError(
+                    f"this worker has no trainable for key {launch.trainable_key!r} and the "
+                    "launch carries no trainable_blob"
+                )
+            cls = pickle.loads(launch.trainable_blob)
+            self._classes[launch.trainable_key] = cls
+        return cls
+
+    def _fail(self, exc: BaseException, during: str) -> None:
+        trial_id = self._launch.trial_id if self._launch is not None else ""
+        event = TrialFailed(
+            trial_id,
+            error="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            exc_type=type(exc).__name__,
+            during=during,
+            exception=_pickle_exception(exc),
+        )
+        self._launch = None
+        self._credit = 0
+        if during != "stop":
+            self._discard_trainable()
+        self._trainable = self._key = None
+        self.retired = True
+        self._transport.send(event)
+
+    def _discard_trainable(self) -> None:
+        trainable, self._trainable, self._key = self._trainable, None, None
+        if trainable is None:
+            return
+        try:
+            trainable.stop()
+        except _TRIAL_ERRORS:
+            logger.warning("Stopping a discarded Trainable raised", exc_info=True)
+
+
+def _logger_creator(trial_dir: str) -> Callable[[dict[str, Any]], NoopLogger]:
+    """Results are logged by the driver; the worker's Trainable only needs a logdir."""
+
+    def create(config: dict[str, Any]) -> NoopLogger:
+        return NoopLogger(config, trial_dir)
+
+    return create
+
+
+def _pickle_exception(exc: BaseException) -> bytes | None:
+    """The exception cloudpickled, or None when it does not survive a round trip."""
+    try:
+        blob = cloudpickle.dumps(exc, protocol=5)
+        pickle.loads(blob)
+    except Exception:
+        return None
+    return blob
