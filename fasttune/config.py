@@ -36,9 +36,7 @@ class CheckpointConfig:
         if self.num_to_keep is not None and (
             not isinstance(self.num_to_keep, int) or self.num_to_keep < 1
         ):
-            raise _bad(
-                "CheckpointConfig.num_to_keep", self.num_to_keep, "use None or an int >= 1."
-            )
+            raise _bad("CheckpointConfig.num_to_keep", self.num_to_keep, "use None or an int >= 1.")
         if self.checkpoint_score_order not in ("max", "min"):
             raise _bad(
                 "CheckpointConfig.checkpoint_score_order",
@@ -145,6 +143,12 @@ class RunConfig:
         log = self.log_to_file
         if not (
             isinstance(log, (bool, str))
-            or (isinstance(log, (tuple, list)) and len(log) == 2 and all(isinstance(x, str) for x in log))
+            or (
+                isinstance(log, (tuple, list))
+                and len(log) == 2
+                and all(isinstance(x, str) for x in log)
+            )
         ):
-            raise _bad("RunConfig.log_to_file", log, "use a bool, a file name, or (stdout, stderr).")
+            raise _bad(
+                "RunConfig.log_to_file", log, "use a bool, a file name, or (stdout, stderr)."
+            )

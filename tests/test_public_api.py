@@ -11,6 +11,10 @@ import pytest
 import fasttune as tune
 
 PUBLIC_NAMES = [
+    "Tuner", "TuneConfig", "RunConfig", "CheckpointConfig", "FailureConfig", "SyncConfig",
+    "ResultGrid", "Result", "ExperimentAnalysis", "run", "Callback", "Stopper", "TuneError",
+    "register_trainable", "register_env", "CLIReporter", "JupyterNotebookReporter",
+    "ProgressReporter", "init",
     "Trainable", "FunctionTrainable", "report", "get_checkpoint", "get_context", "TuneContext",
     "Checkpoint", "with_parameters", "with_resources", "PlacementGroupFactory",
     "uniform", "quniform", "loguniform", "qloguniform", "randn", "qrandn", "randint",
@@ -27,7 +31,19 @@ def test_top_level_names(name):
 @pytest.mark.parametrize(
     ("module", "names"),
     [
-        ("fasttune.trainable", ["Trainable", "FunctionTrainable", "with_parameters", "wrap_function"]),
+        ("fasttune.trainable", ["Trainable", "FunctionTrainable", "with_parameters"]),
+        ("fasttune.tuner", ["Tuner"]),
+        ("fasttune.tune_config", ["TuneConfig"]),
+        ("fasttune.result_grid", ["ResultGrid"]),
+        ("fasttune.analysis", ["ExperimentAnalysis"]),
+        ("fasttune.callback", ["Callback"]),
+        ("fasttune.error", ["TuneError"]),
+        ("fasttune.experiment", ["Trial"]),
+        ("fasttune.registry", ["register_trainable"]),
+        ("fasttune.schedulers", ["TrialScheduler", "FIFOScheduler"]),
+        ("fasttune.stopper", ["Stopper", "MaximumIterationStopper", "TimeoutStopper"]),
+        ("fasttune.search", ["Searcher", "BasicVariantGenerator", "SearchGenerator"]),
+        ("fasttune.progress_reporter", ["CLIReporter", "JupyterNotebookReporter"]),
         ("fasttune.trainable.trainable", ["Trainable"]),
         ("fasttune.trainable.function_trainable", ["FunctionTrainable", "wrap_function"]),
         ("fasttune.search.sample", ["Domain", "Float", "Integer", "Categorical", "Function"]),
@@ -50,7 +66,7 @@ def test_submodules_are_attributes():
     assert tune.utils.validate_save_restore is not None
     assert tune.logger.JsonLogger is not None
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        tune.nope  # noqa: B018
+        tune.nope
 
 
 def test_import_is_light():

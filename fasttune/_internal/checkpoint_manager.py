@@ -104,7 +104,9 @@ class CheckpointManager:
         if self.score_attribute is None:
             ranked = sorted(self._checkpoints, key=lambda c: c.order, reverse=True)
         else:
-            ranked = sorted(self._checkpoints, key=lambda c: (self._score(c), c.order), reverse=True)
+            ranked = sorted(
+                self._checkpoints, key=lambda c: (self._score(c), c.order), reverse=True
+            )
         keep = ranked[: self.num_to_keep]
         if latest is not None and latest not in keep:
             keep.append(latest)

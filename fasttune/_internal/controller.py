@@ -385,7 +385,9 @@ class TuneController:
                         self.spec.executor.stop_trial(trial.trial_id)
                 else:
                     self._stop_trial(trial, TrialStatus.TERMINATED)
-            elif trial.status in (TrialStatus.PENDING, TrialStatus.PAUSED) and not self._interrupted:
+            elif (
+                trial.status in (TrialStatus.PENDING, TrialStatus.PAUSED) and not self._interrupted
+            ):
                 trial.set_status(TrialStatus.TERMINATED)
                 self.state.record_trial(trial)
                 self._complete(trial)

@@ -42,9 +42,7 @@ FORMAT_VERSION = 1
 def trial_state(trial: Any) -> dict[str, Any]:
     """A trial's JSON state, including its last result (made JSON-safe)."""
     state = trial.to_json()
-    state["last_result"] = to_builtin(
-        {k: v for k, v in trial.last_result.items() if k != "config"}
-    )
+    state["last_result"] = to_builtin({k: v for k, v in trial.last_result.items() if k != "config"})
     state["evaluated_params"] = to_builtin(trial.evaluated_params)
     return state
 

@@ -35,9 +35,7 @@ def restored_trials(
                     f"Experiment state is inconsistent: trial {state['trial_id']} ran but the "
                     "search state does not know it."
                 )
-            shutil.rmtree(
-                f"{spec.experiment_path}/{state['relative_logdir']}", ignore_errors=True
-            )
+            shutil.rmtree(f"{spec.experiment_path}/{state['relative_logdir']}", ignore_errors=True)
         states = states[: loaded.search_num_trials]
     trials = []
     for state in states:

@@ -70,7 +70,9 @@ def _chdir_enabled() -> bool:
     return True
 
 
-def configure_plugins(tune_config: TuneConfig, param_space: dict[str, Any]) -> tuple[Any, Any, str | None, str | None]:
+def configure_plugins(
+    tune_config: TuneConfig, param_space: dict[str, Any]
+) -> tuple[Any, Any, str | None, str | None]:
     """The search algorithm and scheduler, told the metric/mode; plus the resolved metric/mode.
 
     Raises:
@@ -161,9 +163,7 @@ def build_run_spec(
     from fasttune.stopper import make_stopper
 
     if not isinstance(param_space, dict):
-        raise TypeError(
-            f"Tuner(param_space=...) must be a dict, got {type(param_space).__name__}"
-        )
+        raise TypeError(f"Tuner(param_space=...) must be a dict, got {type(param_space).__name__}")
     trainable_name = getattr(trainable_cls, "_name", None) or trainable_cls.__name__
     blob, key = pickle_trainable(trainable_cls)
     name, experiment_path = experiment_location(run_config, trainable_name)

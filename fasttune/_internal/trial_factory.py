@@ -73,7 +73,9 @@ class TrialFactory:
             checkpoint_at_end=self.checkpoint_at_end,
         )
         if self.trial_name_creator is not None:
-            trial.custom_trial_name = _checked_name(self.trial_name_creator(trial), "trial_name_creator")
+            trial.custom_trial_name = _checked_name(
+                self.trial_name_creator(trial), "trial_name_creator"
+            )
         if self.trial_dirname_creator is not None:
             trial.custom_dirname = _checked_name(
                 self.trial_dirname_creator(trial), "trial_dirname_creator"

@@ -51,7 +51,9 @@ def test_stop_key_never_reported(run_config):
 def test_metric_never_reported(run_config):
     with pytest.raises(ValueError, match="without the metric 'accuracy'.*Reported keys.*score"):
         tune.Tuner(
-            fine, tune_config=tune.TuneConfig(metric="accuracy", mode="max"), run_config=run_config()
+            fine,
+            tune_config=tune.TuneConfig(metric="accuracy", mode="max"),
+            run_config=run_config(),
         ).fit()
 
 

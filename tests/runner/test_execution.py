@@ -187,5 +187,7 @@ def test_inline_executor_runs_in_process(run_config, monkeypatch, executor):
     def pid(config):
         tune.report({"pid": os.getpid()})
 
-    grid = tune.Tuner(pid, tune_config=tune.TuneConfig(num_samples=2), run_config=run_config()).fit()
+    grid = tune.Tuner(
+        pid, tune_config=tune.TuneConfig(num_samples=2), run_config=run_config()
+    ).fit()
     assert {r.metrics["pid"] for r in grid} == {os.getpid()}

@@ -36,9 +36,12 @@ def test_failed_trial_retries_from_latest_checkpoint(run_config, tmp_path, how):
     grid = tune.Tuner(
         _checkpointing_fn,
         param_space={
-            "id": tune.grid_search([0, 1]), "n": 6, "die_at": 3, "how": how,
+            "id": tune.grid_search([0, 1]),
+            "n": 6,
+            "die_at": 3,
+            "how": how,
             "marker_dir": str(tmp_path),
-        },  # fmt: skip
+        },
         run_config=run_config(failure_config=tune.FailureConfig(max_failures=1)),
     ).fit()
     assert grid.num_errors == 0 and grid.num_terminated == 2
@@ -57,11 +60,13 @@ def test_without_retries_the_trial_errors_and_others_go_on(run_config, tmp_path)
             raise ValueError("x=1 is broken")
         tune.report({"ok": config["x"]})
 
-    grid = tune.Tuner(fn, param_space={"x": tune.grid_search([0, 1, 2])}, run_config=run_config()).fit()
+    grid = tune.Tuner(
+        fn, param_space={"x": tune.grid_search([0, 1, 2])}, run_config=run_config()
+    ).fit()
     assert grid.num_errors == 1 and grid.num_terminated == 2
     error = grid.errors[0]
     assert "x=1 is broken" in str(error)
-    errored = [r for r in grid if r.error is not None][0]
+    errored = next(r for r in grid if r.error is not None)
     assert "ValueError: x=1 is broken" in open(os.path.join(errored.path, "error.txt")).read()
 
 

@@ -84,7 +84,7 @@ def test_sigint_stops_gracefully_and_restore_continues(tmp_path):
     proc = _start_driver(storage)
     _wait_for_results(storage, 5)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "Tuner.restore" in err
     path = os.path.join(storage, "killed")

@@ -62,7 +62,9 @@ def test_class_trainable_checkpoints_at_end_and_num_samples(run_config):
     for result in grid:
         assert result.metrics["n"] == result.config["limit"]
         assert result.checkpoint is not None  # class trainables save at the end
-        assert os.path.basename(result.checkpoint.path) == f"checkpoint_{result.config['limit']:06d}"
+        assert (
+            os.path.basename(result.checkpoint.path) == f"checkpoint_{result.config['limit']:06d}"
+        )
 
 
 def test_stop_dict_and_callable(run_config):
