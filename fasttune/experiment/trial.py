@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import enum
+import numbers
 import os
 import re
 import time
 import uuid
+from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from fasttune import result as R
 
 MAX_DIRNAME_LENGTH = 130
+
+_NOT_NUMBERS = frozenset((bool, str, type(None), list, tuple, dict))
+
+# Bookkeeping keys that get no statistics (they are never metrics to rank by).
+_NO_STATS = frozenset(
+    (
+        R.TIMESTAMP, R.PID, R.TIME_THIS_ITER_S, R.TIME_SINCE_RESTORE, R.WARMUP_TIME,
+        R.ITERATIONS_SINCE_RESTORE, R.TIMESTEPS_SINCE_RESTORE, R.DONE,
+    )
+)  # fmt: skip
 
 
 class TrialStatus(str, enum.Enum):
@@ -80,8 +92,9 @@ class Trial:
 
         self.status = TrialStatus.PENDING
         self.last_result: dict[str, Any] = {}
-        self.metric_analysis: dict[str, dict[str, float]] = {}
-        self._metric_windows: dict[str, list[float]] = {}
+        self._stats: dict[str, list[Any]] = {}
+        # ``last_result`` flattened with "/" (config left out), shared by the loggers.
+        self.last_flat_result: dict[str, Any] = {}
         self.num_failures = 0
         self.num_restore_failures = 0
         self.error_file: str | None = None
@@ -165,28 +178,45 @@ class Trial:
         if flat_result is None:
             from fasttune.logger._flatten import flatten_result
 
-            flat_result = flatten_result(result)
+            flat_result = flatten_result(result, (R.CONFIG,))
+        self.last_flat_result = flat_result
+        stats = self._stats
         for key, value in flat_result.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            cls = type(value)
+            if cls is not float and cls is not int:
+                if cls in _NOT_NUMBERS or not isinstance(value, numbers.Real) or key in _NO_STATS:
+                    continue
+                value = float(value)
+            elif key in _NO_STATS:
                 continue
-            stats = self.metric_analysis.get(key)
-            window = self._metric_windows.setdefault(key, [])
-            window.append(value)
-            if len(window) > 10:
-                del window[0]
-            if stats is None:
-                self.metric_analysis[key] = stats = {
-                    "max": value, "min": value, "avg": value, "last": value, "_n": 1,
-                }  # fmt: skip
+            entry = stats.get(key)
+            if entry is None:
+                stats[key] = [value, value, value, 1, deque((value,), maxlen=10)]
             else:
-                n = stats["_n"] + 1
-                stats["max"] = max(stats["max"], value)
-                stats["min"] = min(stats["min"], value)
-                stats["avg"] += (value - stats["avg"]) / n
-                stats["last"] = value
-                stats["_n"] = n
-            stats["last-5-avg"] = sum(window[-5:]) / len(window[-5:])
-            stats["last-10-avg"] = sum(window) / len(window)
+                if value > entry[0]:
+                    entry[0] = value
+                if value < entry[1]:
+                    entry[1] = value
+                entry[2] += value
+                entry[3] += 1
+                entry[4].append(value)
+
+    @property
+    def metric_analysis(self) -> dict[str, dict[str, float]]:
+        """Per-metric ``max``, ``min``, ``avg``, ``last``, ``last-5-avg``, ``last-10-avg``."""
+        analysis = {}
+        for key, (high, low, total, count, window) in self._stats.items():
+            recent = list(window)
+            last5 = recent[-5:]
+            analysis[key] = {
+                "max": high,
+                "min": low,
+                "avg": total / count,
+                "last": recent[-1],
+                "last-5-avg": sum(last5) / len(last5),
+                "last-10-avg": sum(recent) / len(recent),
+            }
+        return analysis
 
     def should_stop(self, result: Mapping[str, Any]) -> bool:
         """True when the result meets the stopping criterion (or says it is done).

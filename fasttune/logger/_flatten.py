@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Container, Mapping
 from typing import Any
 
-_is_mapping_cache: dict[type, bool] = {}
+_NOT_MAPPINGS = frozenset((int, float, str, bool, type(None), list, tuple, bytes))
+_is_mapping_cache: dict[type, bool] = {dict: True}
 
 
 def _is_mapping(cls: type) -> bool:
@@ -18,7 +19,8 @@ def _is_mapping(cls: type) -> bool:
 def _flatten_into(out: dict[str, Any], prefix: str, dt: Mapping[Any, Any]) -> None:
     for key, value in dt.items():
         key = prefix + (key if type(key) is str else str(key))
-        if value and _is_mapping(type(value)):
+        cls = type(value)
+        if cls not in _NOT_MAPPINGS and _is_mapping(cls) and value:
             _flatten_into(out, key + "/", value)
         else:
             out[key] = value
@@ -39,7 +41,8 @@ def flatten_result(result: Mapping[Any, Any], exclude: Container[str] = ()) -> d
         if key in exclude:
             continue
         name = key if type(key) is str else str(key)
-        if _is_mapping(type(value)) and value:
+        cls = type(value)
+        if cls not in _NOT_MAPPINGS and _is_mapping(cls) and value:
             _flatten_into(out, name + "/", value)
         else:
             out[name] = value

@@ -95,10 +95,16 @@ class CSVResultWriter:
         self._fieldnames = fieldnames
         self._known = set(fieldnames)
 
-    def write_result(self, result: dict[str, Any]) -> None:
-        """Append ``result`` as one row, extending the header first if it has new keys."""
+    def write_result(self, result: dict[str, Any], flat: dict[str, Any] | None = None) -> None:
+        """Append ``result`` as one row, extending the header first if it has new keys.
+
+        Args:
+            result: The result.
+            flat: ``result`` already flattened with "/" and without ``config``, if known.
+        """
         out = self._out or self._open()
-        flat = flatten_result(result, _EXCLUDED)
+        if flat is None:
+            flat = flatten_result(result, _EXCLUDED)
         keys = tuple(flat)
         if keys != self._last_keys:
             self._last_keys = keys

@@ -123,6 +123,9 @@ def _trial_dir(trial: Trial) -> str:
 class _TrialFileLoggerCallback(LoggerCallback):
     """Keeps one writer per trial id: opened at start, flushed on save, closed at end."""
 
+    # Whether the writer accepts the controller's flattened result (``flat=``).
+    _takes_flat = False
+
     def __init__(self) -> None:
         self._writers: dict[str, _ResultWriter] = {}
 
@@ -164,7 +167,11 @@ class _TrialFileLoggerCallback(LoggerCallback):
         writer = self._writers.get(trial.trial_id)
         if writer is None:
             writer = self._start(trial)
-        writer.write_result(result)
+        if result is trial.last_result and self._takes_flat:
+            # The controller flattened this result already (config left out).
+            writer.write_result(result, flat=trial.last_flat_result)
+        else:
+            writer.write_result(result)
 
     def log_trial_save(self, trial: Trial) -> None:
         """Flush the trial's file, so that it matches the checkpoint."""
@@ -230,6 +237,7 @@ class CSVLoggerCallback(_TrialFileLoggerCallback):
     """
 
     _SAVED_FILE_TEMPLATES = (EXPR_PROGRESS_FILE,)
+    _takes_flat = True
 
     def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
         return CSVResultWriter(logdir)
@@ -247,6 +255,7 @@ class TBXLoggerCallback(_TrialFileLoggerCallback):
     """
 
     _SAVED_FILE_TEMPLATES = ("events.out.tfevents.*",)
+    _takes_flat = True
 
     def __init__(self) -> None:
         from fasttune._internal._imports import import_optional

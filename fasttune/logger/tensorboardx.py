@@ -69,9 +69,15 @@ class TBXResultWriter:
     def __init__(self, logdir: str, flush_secs: int = 30):
         tensorboardx = import_optional("tensorboardX", extra="tensorboard", feature="TBXLogger")
         import numpy as np  # available: tensorboardX needs it
+        from tensorboardX.proto import summary_pb2
+
+        from fasttune.logger._tfevents import EventFileWriter
 
         self._np = np
-        self._writer = tensorboardx.SummaryWriter(logdir, flush_secs=flush_secs)
+        self._summary = tensorboardx.summary
+        self._summary_cls = summary_pb2.Summary
+        self._value_cls = summary_pb2.Summary.Value
+        self._writer = EventFileWriter(logdir, flush_secs=flush_secs)
         self._last_metrics: dict[str, float] = {}
         self._count = 0
         self._warned: set[str] = set()
@@ -82,21 +88,36 @@ class TBXResultWriter:
         """The scalar metrics of the last result, by tag."""
         return dict(self._last_metrics)
 
-    def write_result(self, result: Mapping[str, Any]) -> None:
-        """Log the numeric values of ``result``."""
+    def write_result(
+        self, result: Mapping[str, Any], flat: Mapping[str, Any] | None = None
+    ) -> None:
+        """Log the numeric values of ``result``.
+
+        Args:
+            result: The result.
+            flat: ``result`` already flattened with "/" and without ``config``, if known.
+        """
         self._count += 1
         step = result.get(TIMESTEPS_TOTAL) or result.get(TRAINING_ITERATION) or self._count
         metrics: dict[str, float] = {}
-        writer = self._writer
-        for key, value in flatten_result(result, _NOT_LOGGED).items():
+        values = []
+        value_cls = self._value_cls
+        if flat is None:
+            flat = flatten_result(result, _NOT_LOGGED)
+        for key, value in flat.items():
+            if key in _NOT_LOGGED:
+                continue
             tag = TAG_PREFIX + key
-            if _is_number(value):
+            cls = type(value)
+            if cls is float or cls is int or (cls is not str and _is_number(value)):
                 number = float(value)
                 if number == number:  # not NaN
                     metrics[tag] = number
-                    writer.add_scalar(tag, number, global_step=step)
+                    values.append(value_cls(tag=tag, simple_value=number))
             elif isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
                 self._write_array(tag, value, step)
+        if values:
+            self._writer.write_summary(self._summary_cls(value=values), step)
         self._last_metrics = metrics
 
     def _write_array(self, tag: str, value: Any, step: int) -> None:
@@ -105,12 +126,14 @@ class TBXResultWriter:
             array = np.asarray(value)
             if array.size == 0 or array.dtype.kind not in "biuf":
                 return
+            summary = self._summary
             if array.ndim == 3:
-                self._writer.add_image(tag, array, global_step=step)
+                proto = summary.image(tag, array, dataformats="CHW")
             elif array.ndim == 4:
-                self._writer.add_images(tag, array, global_step=step)
+                proto = summary.image(tag, array, dataformats="NCHW")
             else:
-                self._writer.add_histogram(tag, array, global_step=step)
+                proto = summary.histogram(tag, array, bins="auto")
+            self._writer.write_summary(proto, step)
         except Exception as e:
             if tag not in self._warned:
                 self._warned.add(tag)
@@ -153,15 +176,11 @@ class TBXResultWriter:
             logger.exception("tensorboardX could not log the hyperparameters %s", kept)
             return False
         for summary in summaries:
-            self._writer.file_writer.add_summary(summary)
+            self._writer.write_summary(summary)
         return True
 
     def flush(self) -> None:
-        """Flush tensorboardX's file writer.
-
-        tensorboardX writes events from a background queue and its flush does not wait
-        for that queue, so only :meth:`close` guarantees that every event is on disk.
-        """
+        """Write buffered events to the event file."""
         if not self._closed:
             self._writer.flush()
 
