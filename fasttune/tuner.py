@@ -80,13 +80,14 @@ class Tuner:
         from fasttune._internal.spec_builder import build_run_spec
         from fasttune.results import ExperimentAnalysis, ResultGrid
 
+        executor = self._executor or _default_executor()
         spec = build_run_spec(
             self._trainable_cls,
             self._param_space,
             self._tune_config,
             self._run_config,
             experiment_hash=self._restore["experiment_hash"] if self._restore else None,
-            executor=self._executor,
+            executor=executor,
         )
         trials = self._restored_trials(spec) if self._restore else None
         self._save_tuner(spec)
@@ -229,3 +230,15 @@ class Tuner:
             resume_errored=self._restore["resume_errored"],
             restart_errored=self._restore["restart_errored"],
         )
+
+
+def _default_executor() -> Any:
+    """The local process executor, its first worker already starting (or the inline
+    executor when ``FASTTUNE_EXECUTOR=inline``)."""
+    from fasttune.executors import InlineExecutor, LocalExecutor
+
+    if os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline":
+        return InlineExecutor()
+    executor = LocalExecutor()
+    executor.warm_up()
+    return executor

@@ -42,6 +42,12 @@ class TuneController:
         self.spec = spec
         self.trials: list[Trial] = list(trials or [])
         self._by_id = {t.trial_id: t for t in self.trials}
+        # PENDING and PAUSED trials, in creation order (kept by _transition).
+        self._waiting: dict[str, Trial] = {
+            t.trial_id: t
+            for t in self.trials
+            if t.status in (TrialStatus.PENDING, TrialStatus.PAUSED)
+        }
         self.iteration = 0
         self.state = ExperimentStateStore(spec.experiment_path)
         self.view = ControllerView(self.trials, self._has_resources_for)
@@ -56,6 +62,8 @@ class TuneController:
         self._last_snapshot = self._start_time
         self._required_metrics = {m for m in (spec.metric,) if m}
         self.search_finished = False
+        self._search_state_dirty = False
+        self._recorded_configs: dict[str, Any] = {}
 
     def restore_plugin_state(self, loaded: Any) -> None:
         """Give searcher, scheduler and callbacks back the state saved with the experiment."""
@@ -113,7 +121,7 @@ class TuneController:
             return False
         if self._interrupted or self._stop_all or self._raise is not None:
             return True
-        if any(t.status in (TrialStatus.PENDING, TrialStatus.PAUSED) for t in self.trials):
+        if self._waiting:
             return False
         return self.search_finished or self.spec.search_alg.is_finished()
 
@@ -122,7 +130,7 @@ class TuneController:
         self._fill_pending()
         limit = self.spec.max_concurrent_trials
         while limit is None or len(self._launched) < limit:
-            if not any(t.status is TrialStatus.PENDING for t in self.trials):
+            if not self._num_pending():
                 self._create_trial()
             trial = self.spec.scheduler.choose_trial_to_run(self.view)
             self._execute_requests()
@@ -137,7 +145,7 @@ class TuneController:
 
     def _fill_pending(self) -> None:
         """Keep up to ``max_pending_trials`` trials created ahead of time (as Ray does)."""
-        pending = sum(1 for t in self.trials if t.status is TrialStatus.PENDING)
+        pending = self._num_pending()
         while pending < self.spec.max_pending_trials and self._create_trial():
             pending += 1
 
@@ -159,21 +167,42 @@ class TuneController:
         self._num_created += 1
         self.trials.append(trial)
         self._by_id[trial.trial_id] = trial
+        self._waiting[trial.trial_id] = trial
+        self.state.record_config(trial.trial_id, trial.config)
+        self._recorded_configs[trial.trial_id] = trial.config
         self.state.record_trial(trial)
-        # Saved before the trial may start: a trial beyond this stamp never ran.
-        self.state.save_search_state(search_alg, self._num_created)
+        # Saved before this trial may start (see _launch): a trial beyond the saved
+        # stamp never ran.
+        self._search_state_dirty = True
         self.spec.scheduler.on_trial_add(self.view, trial)
         return True
 
     def _launch(self, trial: Trial, allocation: Any) -> None:
+        if self._search_state_dirty:
+            self.state.save_search_state(self.spec.search_alg, self._num_created)
+            self._search_state_dirty = False
+        if trial.config is not self._recorded_configs.get(trial.trial_id):
+            self.state.record_config(trial.trial_id, trial.config)  # e.g. mutated by PBT
+        self._recorded_configs[trial.trial_id] = trial.config
         restore_path = trial.restore_path
         launch = make_launch(self.spec, trial, allocation, restore_path)
         self.spec.executor.start_trial(launch)
         if restore_path:
             self._restoring.add(trial.trial_id)
         self._launched.add(trial.trial_id)
-        trial.set_status(TrialStatus.RUNNING)
+        self._transition(trial, TrialStatus.RUNNING)
+
+    def _transition(self, trial: Trial, status: TrialStatus) -> None:
+        """Set a trial's status, keep the waiting set current, and journal the change."""
+        trial.set_status(status)
+        if status in (TrialStatus.PENDING, TrialStatus.PAUSED):
+            self._waiting[trial.trial_id] = trial
+        else:
+            self._waiting.pop(trial.trial_id, None)
         self.state.record_trial(trial)
+
+    def _num_pending(self) -> int:
+        return sum(1 for t in self._waiting.values() if t.status is TrialStatus.PENDING)
 
     def _has_resources_for(self, trial: Trial) -> bool:
         rm = self.spec.resource_manager
@@ -298,8 +327,7 @@ class TuneController:
         if self._interrupted and target is not TrialStatus.PAUSED:
             self.state.record_trial(trial)  # stays RUNNING on disk: resumed by restore
             return
-        trial.set_status(target)
-        self.state.record_trial(trial)
+        self._transition(trial, target)
         if target is TrialStatus.TERMINATED:
             self._complete(trial)
 
@@ -332,8 +360,7 @@ class TuneController:
         elif trial.should_recover() and was_stopping is None:
             latest = trial.checkpoint_manager.latest_checkpoint
             trial.restore_path = latest.path if latest is not None else None
-            trial.set_status(TrialStatus.PENDING)
-            self.state.record_trial(trial)
+            self._transition(trial, TrialStatus.PENDING)
             logger.warning(
                 "Trial %s failed (%s); retrying %s (failure %d of %s allowed).",
                 trial,
@@ -344,8 +371,7 @@ class TuneController:
             )
             self._callback("on_trial_recover", trial)
             return
-        trial.set_status(TrialStatus.ERROR)
-        self.state.record_trial(trial)
+        self._transition(trial, TrialStatus.ERROR)
         self.spec.scheduler.on_trial_error(self.view, trial)
         self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
         self._callback("on_trial_error", trial)
@@ -357,14 +383,12 @@ class TuneController:
                 if trial.trial_id in self._launched:
                     self._stop_trial(trial, TrialStatus.TERMINATED)
                 elif not trial.is_finished():
-                    trial.set_status(TrialStatus.TERMINATED)
-                    self.state.record_trial(trial)
+                    self._transition(trial, TrialStatus.TERMINATED)
                     self._complete(trial)
             elif action == "pause" and trial.trial_id in self._launched:
                 self._stop_trial(trial, TrialStatus.PAUSED)
             elif action == "unpause" and trial.status is TrialStatus.PAUSED:
-                trial.set_status(TrialStatus.PENDING)
-                self.state.record_trial(trial)
+                self._transition(trial, TrialStatus.PENDING)
 
     def _over_time_budget(self) -> bool:
         budget = self.spec.time_budget_s
@@ -388,8 +412,7 @@ class TuneController:
             elif (
                 trial.status in (TrialStatus.PENDING, TrialStatus.PAUSED) and not self._interrupted
             ):
-                trial.set_status(TrialStatus.TERMINATED)
-                self.state.record_trial(trial)
+                self._transition(trial, TrialStatus.TERMINATED)
                 self._complete(trial)
 
     # ------------------------------------------------------------------ state, signals

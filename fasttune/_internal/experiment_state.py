@@ -8,6 +8,8 @@ Layout of an experiment directory (besides one directory per trial):
   number; lines at or below the snapshot's number are already in it. Results are
   never journaled (they live in each trial's ``result.json``), so the cost of the
   state does not grow with the number of results;
+- ``trial_configs.pkl``: append-only, length-prefixed pickles of ``(trial_id,
+  config)``, written when a trial is created or (re)started; the last one wins;
 - ``search_state.pkl``: the search algorithm's state, stamped with the number of
   trials it has produced. It is written *before* a new trial may start, so a trial
   found on disk beyond that stamp never ran and is dropped on restore (the
@@ -32,6 +34,7 @@ from fasttune.storage.filesystem import atomic_write_bytes, atomic_write_text
 
 SNAPSHOT_FILE = "experiment_state.json"
 JOURNAL_FILE = "experiment_state.journal"
+CONFIGS_FILE = "trial_configs.pkl"
 SEARCH_STATE_FILE = "search_state.pkl"
 SCHEDULER_STATE_FILE = "scheduler_state.pkl"
 CALLBACK_STATE_FILE = "callback_state.pkl"
@@ -53,6 +56,7 @@ class LoadedExperiment:
 
     meta: dict[str, Any] = field(default_factory=dict)
     trials: list[dict[str, Any]] = field(default_factory=list)
+    configs: dict[str, Any] = field(default_factory=dict)
     search_state: Any = None
     search_num_trials: int = 0
     scheduler_state: Any = None
@@ -66,6 +70,7 @@ class ExperimentStateStore:
         self.path = experiment_path
         self._seq = 0
         self._journal: Any = None
+        self._configs: Any = None
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -79,6 +84,14 @@ class ExperimentStateStore:
         self._seq += 1
         line = json.dumps({"seq": self._seq, "trial": trial_state(trial)}) + "\n"
         self._journal.write(line.encode("utf-8"))
+
+    def record_config(self, trial_id: str, config: dict[str, Any]) -> None:
+        """Append a trial's config (pickled, length-prefixed) to the configs log."""
+        if self._configs is None:
+            os.makedirs(self.path, exist_ok=True)
+            self._configs = open(self._file(CONFIGS_FILE), "ab", buffering=0)  # noqa: SIM115
+        blob = cloudpickle.dumps((trial_id, config))
+        self._configs.write(len(blob).to_bytes(8, "little") + blob)
 
     def save_search_state(self, search_alg: Any, num_trials: int) -> None:
         blob = cloudpickle.dumps({"num_trials": num_trials, "state": search_alg.get_state()})
@@ -116,9 +129,10 @@ class ExperimentStateStore:
         atomic_write_bytes(self._file(TUNER_FILE), cloudpickle.dumps(data))
 
     def close(self) -> None:
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
+        for handle in (self._journal, self._configs):
+            if handle is not None:
+                handle.close()
+        self._journal = self._configs = None
 
     # ------------------------------------------------------------------ reading
     def load(self) -> LoadedExperiment:
@@ -152,7 +166,11 @@ class ExperimentStateStore:
             trials[state["trial_id"]] = state
             last_seq = max(last_seq, entry["seq"])
         self._seq = last_seq
-        loaded = LoadedExperiment(meta=document.get("meta", {}), trials=[trials[i] for i in order])
+        loaded = LoadedExperiment(
+            meta=document.get("meta", {}),
+            trials=[trials[i] for i in order],
+            configs=_read_configs(self._file(CONFIGS_FILE)),
+        )
         search = _load_pickle(self._file(SEARCH_STATE_FILE))
         if search is not None:
             loaded.search_state = search["state"]
@@ -188,6 +206,23 @@ def _read_journal(path: str) -> list[dict[str, Any]]:
     return entries
 
 
+def _read_configs(path: str) -> dict[str, Any]:
+    configs: dict[str, Any] = {}
+    if not os.path.exists(path):
+        return configs
+    with open(path, "rb") as f:
+        data = f.read()
+    offset = 0
+    while offset + 8 <= len(data):
+        size = int.from_bytes(data[offset : offset + 8], "little")
+        if offset + 8 + size > len(data):
+            break  # a torn last record
+        trial_id, config = cloudpickle.loads(data[offset + 8 : offset + 8 + size])
+        configs[trial_id] = config
+        offset += 8 + size
+    return configs
+
+
 def _load_pickle(path: str) -> Any:
     if not os.path.exists(path):
         return None
@@ -200,4 +235,7 @@ def load_trials(experiment_path: str) -> list[Any]:
     from fasttune._internal.trial_state import trial_from_state
 
     loaded = ExperimentStateStore(experiment_path).load()
-    return [trial_from_state(state, experiment_path) for state in loaded.trials]
+    return [
+        trial_from_state(state, experiment_path, config=loaded.configs.get(state["trial_id"]))
+        for state in loaded.trials
+    ]

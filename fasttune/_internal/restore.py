@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 from typing import Any
 
 from fasttune._internal.experiment_state import LoadedExperiment
@@ -39,7 +38,9 @@ def restored_trials(
         states = states[: loaded.search_num_trials]
     trials = []
     for state in states:
-        trial = trial_from_state(state, spec.experiment_path)
+        trial = trial_from_state(
+            state, spec.experiment_path, config=loaded.configs.get(state["trial_id"])
+        )
         spec.trial_factory.attach(trial)
         _decide(trial, resume_unfinished, resume_errored, restart_errored)
         trials.append(trial)

@@ -159,7 +159,6 @@ def build_run_spec(
     """Everything the controller needs, with each input checked."""
     from fasttune._internal.resources import ResourceManager
     from fasttune.callback import CallbackList
-    from fasttune.executors import InlineExecutor, LocalExecutor
     from fasttune.stopper import make_stopper
 
     if not isinstance(param_space, dict):
@@ -199,8 +198,9 @@ def build_run_spec(
         callbacks.append(progress)
 
     if executor is None:
-        inline = os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline"
-        executor = InlineExecutor() if inline else LocalExecutor()
+        from fasttune.tuner import _default_executor
+
+        executor = _default_executor()
     supports_buffering = getattr(scheduler, "_supports_buffered_results", True)
     factory = TrialFactory(
         trainable_name,

@@ -6,13 +6,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-import cloudpickle
-
 from fasttune._internal.checkpoint_manager import CheckpointManager
 from fasttune.config import CheckpointConfig
 from fasttune.experiment.trial import Trial, new_experiment_hash
-from fasttune.result import EXPR_PARAM_PICKLE_FILE
-from fasttune.storage.filesystem import atomic_write_bytes
 
 
 class TrialFactory:
@@ -57,7 +53,7 @@ class TrialFactory:
         return f"{self.experiment_hash}_{index:05d}"
 
     def create(self, trial_id: str, index: int, suggestion: Any) -> Trial:
-        """A new PENDING trial for ``suggestion``, its directory and ``params.pkl`` written."""
+        """A new PENDING trial for ``suggestion`` (its directory is made when it starts)."""
         tag = f"{index}_{suggestion.tag}" if suggestion.tag else str(index)
         trial = Trial(
             self.trainable_name,
@@ -81,13 +77,7 @@ class TrialFactory:
                 self.trial_dirname_creator(trial), "trial_dirname_creator"
             )
         self.attach(trial)
-        trial_dir = trial.init_local_path()
-        os.makedirs(trial_dir, exist_ok=True)
-        atomic_write_bytes(
-            os.path.join(trial_dir, EXPR_PARAM_PICKLE_FILE),
-            cloudpickle.dumps(trial.config),
-            durable=False,
-        )
+        trial.init_local_path()
         return trial
 
     def attach(self, trial: Trial) -> None:

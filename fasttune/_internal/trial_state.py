@@ -25,11 +25,16 @@ def trial_from_state(
     state: dict[str, Any],
     experiment_path: str,
     *,
+    config: dict[str, Any] | None = None,
     num_to_keep: int | None = None,
     score_attribute: str | None = None,
     score_order: str = "max",
 ) -> Trial:
-    """A ``Trial`` with the status, counters, checkpoints and last result of ``state``."""
+    """A ``Trial`` with the status, counters, checkpoints and last result of ``state``.
+
+    The config comes from ``config`` (the experiment's configs log) when given, else
+    from the trial directory's ``params.pkl``.
+    """
     trial = Trial(
         state["trainable_name"],
         trial_id=state["trial_id"],
@@ -50,7 +55,7 @@ def trial_from_state(
     trial.start_time = state.get("start_time")
     if state.get("error_file"):
         trial.error_file = os.path.join(trial.local_path or "", state["error_file"])
-    trial.config = load_trial_config(trial.local_path or "")
+    trial.config = config if config is not None else load_trial_config(trial.local_path or "")
     last_result = dict(state.get("last_result") or {})
     if last_result:
         last_result["config"] = trial.config

@@ -134,6 +134,15 @@ class LocalExecutor(Executor):
         worker.child.kill(signal.SIGKILL)
         self._close_conn(worker)
 
+    def warm_up(self) -> None:
+        """Start the fork server and fork the spare worker now, without waiting.
+
+        Call it early (the Tuner does, before resolving its inputs) so that the
+        first trial finds a worker ready.
+        """
+        if self._prestart and self._spare is None and not self._closed:
+            self._spare = self._spawn()
+
     def preload_modules(self, *modules: str) -> None:
         """Import ``modules`` in the fork server, so that new workers start with them.
 

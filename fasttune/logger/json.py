@@ -43,8 +43,12 @@ def write_params(logdir: str, config: Any) -> dict[str, Any]:
     import cloudpickle  # a core dependency, imported on first use to keep imports light
 
     config = _as_dict(config)
-    atomic_write_text(os.path.join(logdir, EXPR_PARAM_FILE), encode_config(config))
-    atomic_write_bytes(os.path.join(logdir, EXPR_PARAM_PICKLE_FILE), cloudpickle.dumps(config))
+    # Atomic (never torn) but not fsynced: one per trial start, on the hot path of
+    # short trials; the experiment state is what must survive a power loss.
+    atomic_write_text(os.path.join(logdir, EXPR_PARAM_FILE), encode_config(config), durable=False)
+    atomic_write_bytes(
+        os.path.join(logdir, EXPR_PARAM_PICKLE_FILE), cloudpickle.dumps(config), durable=False
+    )
     return config
 
 

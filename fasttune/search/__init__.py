@@ -7,7 +7,9 @@ Example:
     ['relu', 'tanh']
 """
 
-from fasttune.search.basic_variant import BasicVariantGenerator
+import importlib
+from typing import Any
+
 from fasttune.search.sample import (
     Categorical,
     Domain,
@@ -28,10 +30,23 @@ from fasttune.search.sample import (
     sample_from,
     uniform,
 )
-from fasttune.search.search_algorithm import SearchAlgorithm, Suggestion
-from fasttune.search.search_generator import SearchGenerator
-from fasttune.search.searcher import Searcher
-from fasttune.search.variant_generator import generate_variants
+
+# Search algorithms load on first use, so importing the sampling functions stays cheap.
+_LAZY = {
+    "BasicVariantGenerator": "fasttune.search.basic_variant",
+    "SearchAlgorithm": "fasttune.search.search_algorithm",
+    "Suggestion": "fasttune.search.search_algorithm",
+    "SearchGenerator": "fasttune.search.search_generator",
+    "Searcher": "fasttune.search.searcher",
+    "generate_variants": "fasttune.search.variant_generator",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'fasttune.search' has no attribute {name!r}")
+
 
 __all__ = [
     "BasicVariantGenerator",

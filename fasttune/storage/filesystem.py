@@ -251,8 +251,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bo
         f.write(data)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, **dump_kwargs: Any) -> None:

@@ -1,23 +1,23 @@
-"""Utilities for trainables (as ``ray.tune.utils``)."""
+"""Utilities for trainables (as ``ray.tune.utils``); each loads on first use."""
 
-from fasttune.utils.gpu import wait_for_gpu
-from fasttune.utils.serialization import diagnose_serialization
-from fasttune.utils.util import (
-    deep_update,
-    flatten_dict,
-    merge_dicts,
-    unflatten_dict,
-    validate_warmstart,
-)
-from fasttune.utils.validation import validate_save_restore
+import importlib
+from typing import Any
 
-__all__ = [
-    "deep_update",
-    "diagnose_serialization",
-    "flatten_dict",
-    "merge_dicts",
-    "unflatten_dict",
-    "validate_save_restore",
-    "validate_warmstart",
-    "wait_for_gpu",
-]
+_LAZY = {
+    "wait_for_gpu": "fasttune.utils.gpu",
+    "diagnose_serialization": "fasttune.utils.serialization",
+    "validate_save_restore": "fasttune.utils.validation",
+    "deep_update": "fasttune.utils.util",
+    "flatten_dict": "fasttune.utils.util",
+    "merge_dicts": "fasttune.utils.util",
+    "unflatten_dict": "fasttune.utils.util",
+    "validate_warmstart": "fasttune.utils.util",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'fasttune.utils' has no attribute {name!r}")
