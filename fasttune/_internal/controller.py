@@ -278,8 +278,8 @@ class TuneController:
         checkpoint_dir = result.get(R.CHECKPOINT_DIR_NAME)
         if checkpoint_dir:
             self._register_checkpoint(trial, checkpoint_dir)
-        elif decision != STOP and (trial.should_checkpoint() or result.get(R.SHOULD_CHECKPOINT)):
-            spec.executor.save_trial(trial.trial_id)
+        # Periodic and requested (should_checkpoint) saves are made by the worker right
+        # after their iteration; TrialSaved reports them.
         if spec.stopper is not None and spec.stopper.stop_all():
             self._stop_all = True
         return decision

@@ -57,4 +57,6 @@ def make_launch(
         initial_credit=spec.credit,
         chdir=spec.chdir,
         reuse=spec.reuse_actors,
+        checkpoint_frequency=trial.checkpoint_frequency,
+        stop_criteria={k: v for k, v in trial.stopping_criterion.items() if not callable(v)},
     )

@@ -62,6 +62,12 @@ class TrialLaunch:
         chdir: Change into ``trial_dir`` (``RAY_CHDIR_TO_TRIAL_DIR=0`` disables).
         reuse: The controller allows reusing a worker's live Trainable via
             ``Trainable.reset``.
+        checkpoint_frequency: Save after every iteration divisible by this (0: never),
+            and after results with ``should_checkpoint``; done by the worker, so the
+            checkpoint is of exactly that iteration whatever the credit.
+        stop_criteria: ``{metric: threshold}``: the worker stops training after a result
+            with ``result[metric] >= threshold`` (nested keys joined with "/"), exactly
+            as after a ``done`` result, so a trial never runs past its stop condition.
     """
 
     trial_id: str
@@ -76,6 +82,8 @@ class TrialLaunch:
     buffer_time_s: float = 0.02
     chdir: bool = True
     reuse: bool = False
+    checkpoint_frequency: int = 0
+    stop_criteria: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------- events

@@ -105,6 +105,7 @@ class WorkerLoop:
         self._launch: TrialLaunch | None = None  # the hosted trial
         self._credit = 0
         self._finished = False  # the hosted trial reported done: wait for commands
+        self._saved: tuple[str, int] | None = None  # (trial id, iteration) last saved
         self.retired = False  # the last trial ended and nothing is kept for reuse
         self.exit_requested = False
 
@@ -175,6 +176,9 @@ class WorkerLoop:
         deadline = 0.0
         buffer: list[dict[str, Any]] = []
         failure: BaseException | None = None
+        save_now = False
+        frequency = launch.checkpoint_frequency
+        criteria = launch.stop_criteria
         try:
             while self._credit > 0:
                 started = time.monotonic()
@@ -184,11 +188,15 @@ class WorkerLoop:
                 if result.get(R.DONE) or result.get(R.RESULT_DUPLICATE):
                     self._finished = True
                     break
-                if (
-                    result.get(R.SHOULD_CHECKPOINT)
-                    or result.get(R.CHECKPOINT_DIR_NAME)
-                    or len(buffer) >= max_length
+                if criteria and _meets_criteria(result, criteria):
+                    self._finished = True  # the controller stops it; never run past this
+                    break
+                if result.get(R.SHOULD_CHECKPOINT) or (
+                    frequency and result.get(R.TRAINING_ITERATION, 0) % frequency == 0
                 ):
+                    save_now = True
+                    break
+                if result.get(R.CHECKPOINT_DIR_NAME) or len(buffer) >= max_length:
                     break
                 now = time.monotonic()
                 if len(buffer) == 1:
@@ -207,6 +215,8 @@ class WorkerLoop:
                 failure = failure or exc
         if failure is not None:
             self._fail(failure, "train")
+        elif save_now:
+            self._save()
 
     # ------------------------------------------------------------------ commands
     def _start(self, launch: TrialLaunch) -> None:
@@ -245,12 +255,15 @@ class WorkerLoop:
         launch = self._launch
         if launch is None:
             return
+        iteration = self._trainable.iteration
+        if self._saved == (launch.trial_id, iteration):
+            return  # e.g. checkpoint_at_end right after a periodic checkpoint
         try:
             path = self._trainable.save()
         except _TRIAL_ERRORS as exc:
             self._fail(exc, "save")
             return
-        iteration = self._trainable.iteration
+        self._saved = (launch.trial_id, iteration)
         self._transport.send(TrialSaved(launch.trial_id, checkpoint_path=path, iteration=iteration))
 
     def _stop(self) -> None:
@@ -336,3 +349,22 @@ def _pickle_exception(exc: BaseException) -> bytes | None:
     except Exception:
         return None
     return blob
+
+
+def _meets_criteria(result: dict[str, Any], criteria: dict[str, Any]) -> bool:
+    """True if any ``result[key] >= threshold`` (``a/b`` looks into nested dicts)."""
+    for key, threshold in criteria.items():
+        value: Any = result
+        for part in key.split("/"):
+            if not isinstance(value, dict) or part not in value:
+                value = None
+                break
+            value = value[part]
+        if value is None or callable(threshold):
+            continue
+        try:
+            if value >= threshold:
+                return True
+        except TypeError:
+            continue
+    return False

@@ -211,3 +211,26 @@ def test_checkpoint_config_keeps_best(run_config):
     assert kept == ["checkpoint_000001", "checkpoint_000003", "checkpoint_000004"]
     assert [m["score"] for _, m in result.best_checkpoints] == [9, 7]
     assert os.path.basename(result.checkpoint.path) == "checkpoint_000004"
+
+
+def test_checkpoint_frequency_is_exact_whatever_the_lookahead(run_config):
+    class Slowish(Counter):
+        def step(self):
+            self.n += 1
+            return {"n": self.n}
+
+    grid = tune.Tuner(
+        Slowish,
+        run_config=run_config(
+            stop={"n": 10},
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=3),
+        ),
+    ).fit()
+    result = grid[0]
+    assert result.metrics["n"] == 10 and result.metrics["training_iteration"] == 10
+    names = sorted(n for n in os.listdir(result.path) if n.startswith("checkpoint_"))
+    # every 3rd iteration, plus the final one (checkpoint_at_end), nothing past iteration 10
+    assert names == [
+        "checkpoint_000003", "checkpoint_000006", "checkpoint_000009", "checkpoint_000010"
+    ]  # fmt: skip
+    assert [m["n"] for _, m in result.best_checkpoints] == [3, 6, 9, 10]
