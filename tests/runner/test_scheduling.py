@@ -1,0 +1,84 @@
+"""Scheduler decisions reach the trials: PAUSE resumes from a checkpoint, STOP ends early."""
+
+from __future__ import annotations
+
+import os
+
+import fasttune as tune
+from fasttune.schedulers import FIFOScheduler, TrialScheduler
+
+
+class Counter(tune.Trainable):
+    def setup(self, config):
+        self.n = 0
+        self.pid_log = []
+
+    def step(self):
+        self.n += 1
+        return {"n": self.n, "pid": os.getpid(), "done": self.n >= 6}
+
+    def save_checkpoint(self, checkpoint_dir):
+        return {"n": self.n}
+
+    def load_checkpoint(self, checkpoint):
+        self.n = checkpoint["n"]
+
+
+class PauseOnceAtTwo(FIFOScheduler):
+    """Pauses every trial once at n == 2; FIFO resumes paused trials later."""
+
+    _supports_buffered_results = False  # needs a decision after every result
+
+    def __init__(self):
+        super().__init__()
+        self.paused: set[str] = set()
+        self.decisions: list[tuple[str, int, str]] = []
+
+    def on_trial_result(self, tune_controller, trial, result):
+        decision = TrialScheduler.CONTINUE
+        if result["n"] == 2 and trial.trial_id not in self.paused:
+            self.paused.add(trial.trial_id)
+            decision = TrialScheduler.PAUSE
+        self.decisions.append((trial.trial_id, result["n"], decision))
+        return decision
+
+
+def test_pause_then_resume_from_checkpoint(run_config):
+    scheduler = PauseOnceAtTwo()
+    grid = tune.Tuner(
+        Counter,
+        tune_config=tune.TuneConfig(num_samples=3, scheduler=scheduler),
+        run_config=run_config(),
+    ).fit()
+    assert grid.num_terminated == 3
+    for result in grid:
+        assert result.metrics["n"] == 6 and result.metrics["training_iteration"] == 6
+        # Each trial was paused at n == 2 and continued at n == 3 after a restore; the
+        # done result (n == 6) ends the trial without asking the scheduler, as on Ray.
+        ns = [n for tid, n, _ in scheduler.decisions if tid == result.metrics["trial_id"]]
+        assert ns == [1, 2, 3, 4, 5]
+        assert os.path.isdir(os.path.join(result.path, "checkpoint_000002"))
+
+
+class StopBelow(FIFOScheduler):
+    _supports_buffered_results = False
+
+    def on_trial_result(self, tune_controller, trial, result):
+        if result["n"] >= 2 and trial.config["x"] < 0.5:
+            return TrialScheduler.STOP
+        return TrialScheduler.CONTINUE
+
+
+def test_scheduler_stop_is_applied_with_no_lookahead(run_config):
+    grid = tune.Tuner(
+        Counter,
+        param_space={"x": tune.grid_search([0.1, 0.9])},
+        tune_config=tune.TuneConfig(scheduler=StopBelow()),
+        run_config=run_config(checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False)),
+    ).fit()
+    by_x = {r.config["x"]: r for r in grid}
+    assert by_x[0.1].metrics["n"] == 2 and by_x[0.1].metrics["done"] is True
+    assert by_x[0.9].metrics["n"] == 6
+    # No result past the stop decision was written.
+    lines = open(os.path.join(by_x[0.1].path, "result.json")).read().splitlines()
+    assert len(lines) == 2
