@@ -93,7 +93,9 @@ class Tuner:
         self._save_tuner(spec)
         controller = TuneController(spec, trials)
         if self._restore:
-            controller.restore_plugin_state(self._restore["loaded"])
+            from fasttune._internal.restore import restore_plugin_state
+
+            restore_plugin_state(controller, self._restore["loaded"])
         controller.run()
         if controller.interrupted:
             logger.warning(

@@ -9,15 +9,21 @@ Processes are the executor's business; paths are the storage layer's.
 from __future__ import annotations
 
 import logging
-import signal
-import threading
 from typing import Any
 
 from fasttune import result as R
 from fasttune._internal.controller_view import ControllerView
 from fasttune._internal.experiment_state import ExperimentStateStore
-from fasttune._internal.failure import short_error, write_error_files
+from fasttune._internal.failure import (
+    FailureAction,
+    exception_of,
+    failure_action,
+    short_error,
+    write_error_files,
+)
+from fasttune._internal.interrupts import GracefulInterrupt
 from fasttune._internal.launcher import make_launch
+from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline
 from fasttune._internal.run_spec import RunSpec
 from fasttune.executors.base import (
     TrialFailed,
@@ -27,12 +33,8 @@ from fasttune.executors.base import (
     TrialStopped,
 )
 from fasttune.experiment.trial import Trial, TrialStatus
-from fasttune.logger._flatten import flatten_result
 
 logger = logging.getLogger(__name__)
-
-CONTINUE, PAUSE, STOP, NOOP = "CONTINUE", "PAUSE", "STOP", "NOOP"
-_NOT_METRICS = frozenset({R.CONFIG})
 
 
 class TuneController:
@@ -56,49 +58,32 @@ class TuneController:
         self._launched: set[str] = set()
         self._num_created = len(self.trials)
         self._stop_all = False
-        self._interrupted = 0
+        self._sigint = GracefulInterrupt()
         self._raise: BaseException | None = None
         self._start_time = spec.clock()
         self._last_snapshot = self._start_time
-        self._required_metrics = {m for m in (spec.metric,) if m}
+        self._decide = ResultPipeline(spec, self.view)
         self.search_finished = False
         self._search_state_dirty = False
         self._recorded_configs: dict[str, Any] = {}
 
-    def restore_plugin_state(self, loaded: Any) -> None:
-        """Give searcher, scheduler and callbacks back the state saved with the experiment."""
-        spec = self.spec
-        if loaded.search_state is not None:
-            spec.search_alg.set_state(loaded.search_state)
-        if loaded.scheduler_state is not None and hasattr(spec.scheduler, "set_state"):
-            spec.scheduler.set_state(loaded.scheduler_state)
-        else:
-            for trial in self.trials:
-                spec.scheduler.on_trial_add(self.view, trial)
-        if loaded.callback_state is not None:
-            spec.callbacks.set_state(loaded.callback_state)
-
     # ------------------------------------------------------------------ running
     def run(self) -> None:
         """Run until every trial has finished, the experiment is stopped or interrupted."""
-        previous_handler = self._install_sigint_handler()
-        try:
-            self.spec.callbacks.setup(
-                stop=None,
-                num_samples=self.spec.num_samples,
-                total_num_samples=getattr(self.spec.search_alg, "total_samples", None),
-            )
-            self.snapshot()
-            while not self.is_finished():
-                self.step()
-            if self._raise is not None:
-                raise self._raise
-        finally:
+        with self._sigint:
             try:
-                self._shutdown()
+                self.spec.callbacks.setup(
+                    stop=None,
+                    num_samples=self.spec.num_samples,
+                    total_num_samples=getattr(self.spec.search_alg, "total_samples", None),
+                )
+                self.snapshot()
+                while not self.is_finished():
+                    self.step()
+                if self._raise is not None:
+                    raise self._raise
             finally:
-                if previous_handler is not None:
-                    signal.signal(signal.SIGINT, previous_handler)
+                self._shutdown()
 
     def step(self) -> None:
         cb = self.spec.callbacks
@@ -253,46 +238,19 @@ class TuneController:
             self.spec.executor.grant(trial.trial_id, processed)
 
     def _on_result(self, trial: Trial, result: dict[str, Any]) -> str:
-        spec = self.spec
+        decision, result = self._decide(trial, result)
         if result.get(R.RESULT_DUPLICATE):
-            result = dict(trial.last_result)
-            result[R.DONE] = True
-            trial.last_result = result
-            return STOP
-        result[R.EXPERIMENT_TAG] = trial.experiment_tag
-        result.setdefault(R.CHECKPOINT_DIR_NAME, None)
-        flat = flatten_result(result, exclude=_NOT_METRICS)
-        self._validate_metrics(trial, flat)
-        if (spec.stopper is not None and spec.stopper(trial.trial_id, result)) or trial.should_stop(
-            flat
-        ):
-            decision = STOP
-        else:
-            decision = spec.scheduler.on_trial_result(self.view, trial, flat)
-        if decision == STOP:
-            result[R.DONE] = True
-        else:
-            spec.search_alg.on_trial_result(trial.trial_id, flat)
-        trial.update_last_result(result, flat)
+            return decision
         self._callback("on_trial_result", trial, result=result)
         checkpoint_dir = result.get(R.CHECKPOINT_DIR_NAME)
         if checkpoint_dir:
             self._register_checkpoint(trial, checkpoint_dir)
         # Periodic and requested (should_checkpoint) saves are made by the worker right
         # after their iteration; TrialSaved reports them.
-        if spec.stopper is not None and spec.stopper.stop_all():
+        stopper = self.spec.stopper
+        if stopper is not None and stopper.stop_all():
             self._stop_all = True
         return decision
-
-    def _validate_metrics(self, trial: Trial, flat: dict[str, Any]) -> None:
-        for metric in self._required_metrics:
-            if metric not in flat and not flat.get(R.DONE):
-                raise ValueError(
-                    f"Trial {trial} returned a result without the metric {metric!r} that "
-                    f"TuneConfig(metric=...) (or the searcher/scheduler) expects. Reported keys: "
-                    f"{sorted(k for k in flat if not k.startswith('config/'))}. Report {metric!r} "
-                    "in every result, or change the metric."
-                )
 
     def _on_saved(self, trial: Trial, checkpoint_path: str) -> None:
         import os
@@ -352,12 +310,8 @@ class TuneController:
         if self._interrupted:
             self.state.record_trial(trial)
             return
-        fail_fast = self.spec.failure_config.fail_fast
-        if fail_fast:
-            self._stop_all = True
-            if fail_fast == "raise":
-                self._raise = _exception_of(event)
-        elif trial.should_recover() and was_stopping is None:
+        action = failure_action(trial, self.spec.failure_config.fail_fast, was_stopping is not None)
+        if action is FailureAction.RETRY:
             latest = trial.checkpoint_manager.latest_checkpoint
             trial.restore_path = latest.path if latest is not None else None
             self._transition(trial, TrialStatus.PENDING)
@@ -371,6 +325,10 @@ class TuneController:
             )
             self._callback("on_trial_recover", trial)
             return
+        if action is not FailureAction.ERROR:
+            self._stop_all = True
+        if action is FailureAction.RAISE:
+            self._raise = exception_of(event.exception, event.error)
         self._transition(trial, TrialStatus.ERROR)
         self.spec.scheduler.on_trial_error(self.view, trial)
         self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
@@ -426,24 +384,13 @@ class TuneController:
         self.state.save_search_state(self.spec.search_alg, self._num_created)
         self._last_snapshot = self.spec.clock()
 
-    def _install_sigint_handler(self) -> Any:
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def on_sigint(signum: int, frame: Any) -> None:
-            self._interrupted += 1
-            if self._interrupted > 1:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                raise KeyboardInterrupt
-            logger.warning(
-                "Stopping the experiment (Ctrl-C again to exit at once); its state is saved."
-            )
-
-        return signal.signal(signal.SIGINT, on_sigint)
+    @property
+    def _interrupted(self) -> int:
+        return self._sigint.count
 
     @property
     def interrupted(self) -> bool:
-        return bool(self._interrupted)
+        return bool(self._sigint.count)
 
     def _shutdown(self) -> None:
         try:
@@ -457,18 +404,3 @@ class TuneController:
             finally:
                 self.state.close()
                 self.spec.callbacks.on_experiment_end(trials=self.trials)
-
-
-def _exception_of(event: TrialFailed) -> BaseException:
-    if event.exception is not None:
-        import cloudpickle
-
-        try:
-            exc = cloudpickle.loads(event.exception)
-            if isinstance(exc, BaseException):
-                return exc
-        except Exception:
-            pass
-    from fasttune.errors import TuneError
-
-    return TuneError(event.error)

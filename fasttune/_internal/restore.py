@@ -34,7 +34,6 @@ def restored_trials(
                     f"Experiment state is inconsistent: trial {state['trial_id']} ran but the "
                     "search state does not know it."
                 )
-            shutil.rmtree(f"{spec.experiment_path}/{state['relative_logdir']}", ignore_errors=True)
         states = states[: loaded.search_num_trials]
     trials = []
     for state in states:
@@ -68,3 +67,17 @@ def _decide(
         trial.status = TrialStatus.PENDING
     else:
         trial.status = TrialStatus.TERMINATED
+
+
+def restore_plugin_state(controller: Any, loaded: LoadedExperiment) -> None:
+    """Give searcher, scheduler and callbacks back the state saved with the experiment."""
+    spec = controller.spec
+    if loaded.search_state is not None:
+        spec.search_alg.set_state(loaded.search_state)
+    if loaded.scheduler_state is not None and hasattr(spec.scheduler, "set_state"):
+        spec.scheduler.set_state(loaded.scheduler_state)
+    else:
+        for trial in controller.trials:
+            spec.scheduler.on_trial_add(controller.view, trial)
+    if loaded.callback_state is not None:
+        spec.callbacks.set_state(loaded.callback_state)

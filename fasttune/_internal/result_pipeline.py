@@ -1,0 +1,68 @@
+"""What one result means: stoppers, scheduler and searcher, in Ray's order.
+
+The controller hands each result here and acts on the decision; callbacks and
+checkpoint bookkeeping stay with the controller.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fasttune import result as R
+from fasttune._internal.run_spec import RunSpec
+from fasttune.experiment.trial import Trial
+from fasttune.logger._flatten import flatten_result
+
+CONTINUE, PAUSE, STOP, NOOP = "CONTINUE", "PAUSE", "STOP", "NOOP"
+_NOT_METRICS = frozenset({R.CONFIG})
+
+
+class ResultPipeline:
+    """Turns a trial's result into a scheduling decision.
+
+    Order (as Ray Tune): the result is flattened and checked for the required metric;
+    the stopper and the trial's stop criteria may STOP it; otherwise the scheduler
+    decides; the searcher sees every result that does not stop the trial; finally the
+    trial records the result.
+    """
+
+    def __init__(self, spec: RunSpec, view: Any):
+        self.spec = spec
+        self.view = view
+        self.required_metrics = {m for m in (spec.metric,) if m}
+
+    def __call__(self, trial: Trial, result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The decision for ``result`` and the result as recorded."""
+        spec = self.spec
+        if result.get(R.RESULT_DUPLICATE):
+            # The function returned without a new result: its last one is final.
+            final = dict(trial.last_result)
+            final[R.DONE] = True
+            final[R.RESULT_DUPLICATE] = True
+            trial.last_result = final
+            return STOP, final
+        result[R.EXPERIMENT_TAG] = trial.experiment_tag
+        result.setdefault(R.CHECKPOINT_DIR_NAME, None)
+        flat = flatten_result(result, exclude=_NOT_METRICS)
+        self._validate_metrics(trial, flat)
+        stopper = spec.stopper
+        if (stopper is not None and stopper(trial.trial_id, result)) or trial.should_stop(flat):
+            decision = STOP
+        else:
+            decision = spec.scheduler.on_trial_result(self.view, trial, flat)
+        if decision == STOP:
+            result[R.DONE] = True
+        else:
+            spec.search_alg.on_trial_result(trial.trial_id, flat)
+        trial.update_last_result(result, flat)
+        return decision, result
+
+    def _validate_metrics(self, trial: Trial, flat: dict[str, Any]) -> None:
+        for metric in self.required_metrics:
+            if metric not in flat and not flat.get(R.DONE):
+                raise ValueError(
+                    f"Trial {trial} returned a result without the metric {metric!r} that "
+                    f"TuneConfig(metric=...) (or the searcher/scheduler) expects. Reported keys: "
+                    f"{sorted(k for k in flat if not k.startswith('config/'))}. Report {metric!r} "
+                    "in every result, or change the metric."
+                )
