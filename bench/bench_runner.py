@@ -20,7 +20,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-WORKLOAD = r'''
+WORKLOAD = r"""
 import json, os, resource, sys, time
 import fasttune as tune
 
@@ -59,7 +59,7 @@ assert grid.num_errors == 0 and len(grid) == samples, grid.errors
 results = sum(r.metrics["training_iteration"] for r in grid)
 rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"elapsed": elapsed, "results": results, "rss_mb": rss_mb}))
-'''
+"""
 
 
 def run_workload(kind: str, arg: int) -> dict:
@@ -95,28 +95,38 @@ def main() -> None:
     n_results = 20_000 if args.quick else 100_000
 
     docs = [docs_example_seconds() for _ in range(runs)]
-    print(f"docs example, whole process: median {median(docs):.2f} s "
-          f"(runs: {', '.join(f'{d:.2f}' for d in docs)}; target <= 0.5 s, Ray 9.5 s)")
+    print(
+        f"docs example, whole process: median {median(docs):.2f} s "
+        f"(runs: {', '.join(f'{d:.2f}' for d in docs)}; target <= 0.5 s, Ray 9.5 s)"
+    )
 
     trials = [run_workload("trials", n_trials) for _ in range(runs)]
     rates = [n_trials / t["elapsed"] for t in trials]
-    print(f"{n_trials} trivial trials x 10 reports: median {median(rates):.0f} trials/s "
-          f"(target >= 300, Ray 11)")
+    print(
+        f"{n_trials} trivial trials x 10 reports: median {median(rates):.0f} trials/s "
+        f"(target >= 300, Ray 11)"
+    )
 
     floods = [run_workload("results", n_results) for _ in range(runs)]
     rates = [f["results"] / f["elapsed"] for f in floods]
-    print(f"2 trials x {n_results} reports, default loggers: median {median(rates):,.0f} "
-          f"results/s (target >= 20,000, Ray 500)")
+    print(
+        f"2 trials x {n_results} reports, default loggers: median {median(rates):,.0f} "
+        f"results/s (target >= 20,000, Ray 500)"
+    )
 
     small = run_workload("results", n_results // 10)
     big = run_workload("results", n_results)
-    print(f"driver peak RSS: {small['rss_mb']:.0f} MB after {small['results']:,} results, "
-          f"{big['rss_mb']:.0f} MB after {big['results']:,} results (target: flat)")
+    print(
+        f"driver peak RSS: {small['rss_mb']:.0f} MB after {small['results']:,} results, "
+        f"{big['rss_mb']:.0f} MB after {big['results']:,} results (target: flat)"
+    )
 
     sleeps = [run_workload("overhead", 40) for _ in range(max(1, runs // 2))]
     ratios = [s["elapsed"] / 10.0 for s in sleeps]
-    print(f"40 trials x 5 x 0.1 s on 2 slots: median overhead ratio {median(ratios):.3f} "
-          f"(ideal 10 s; target <= 1.03, Ray 1.27)")
+    print(
+        f"40 trials x 5 x 0.1 s on 2 slots: median overhead ratio {median(ratios):.3f} "
+        f"(ideal 10 s; target <= 1.03, Ray 1.27)"
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ import logging
 import numbers
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -24,6 +23,7 @@ from greenlet import GreenletExit, getcurrent, greenlet
 from fasttune import result as R
 from fasttune.checkpoint import Checkpoint
 from fasttune.trainable import _checkpoint_io as ckpt_io
+from fasttune.trainable._checkpoint_staging import staged_dir
 from fasttune.trainable.session import TrialSession, attach_session
 from fasttune.trainable.trainable import Trainable
 
@@ -121,8 +121,7 @@ class FunctionTrainable(Trainable):
         index = self._checkpoint_index
         self._checkpoint_index += 1
         final = os.path.join(self._logdir, ckpt_io.checkpoint_dir_name(index))
-        staging = tempfile.mkdtemp(prefix=".checkpoint_tmp_", dir=self._logdir)
-        try:
+        with staged_dir(final, self._logdir) as staging:
             with checkpoint.as_directory() as source:
                 shutil.copytree(source, staging, dirs_exist_ok=True)
             state = self.get_state()
@@ -135,12 +134,6 @@ class FunctionTrainable(Trainable):
                 checkpoint_index=index,
             )
             ckpt_io.write_state(staging, state)
-            if os.path.exists(final):
-                shutil.rmtree(final)
-            os.replace(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
         return Checkpoint(final)
 
     def _end_function(self) -> None:

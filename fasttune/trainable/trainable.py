@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 import os
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import IO, Any
+from typing import Any
 
 from fasttune import result as R
 from fasttune.checkpoint import Checkpoint
 from fasttune.trainable import _checkpoint_io as ckpt_io
-from fasttune.trainable._process_info import SysUsageMonitor, hostname, node_ip
+from fasttune.trainable import _checkpoint_staging as staging
+from fasttune.trainable._output_capture import OutputCapture
+from fasttune.trainable._process_info import SysUsageMonitor
+from fasttune.trainable._result_logger import create_result_logger, reopen_logger
+from fasttune.trainable._result_metrics import DateCache, auto_filled_metrics, fill_defaults
 from fasttune.trainable.session import TrialSession, clear_process_session, set_process_session
-from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO, TrialInfo
+from fasttune.trainable.trial_info import pop_runner_keys
 
 logger = logging.getLogger(__name__)
 
@@ -61,27 +62,19 @@ class Trainable:
     ):
         self._start_time = time.time()
         self.config: dict[str, Any] = dict(config or {})
-        trial_info: TrialInfo | None = self.config.pop(TRIAL_INFO, None)
-        stdout_file = self.config.pop(STDOUT_FILE, None)
-        stderr_file = self.config.pop(STDERR_FILE, None)
+        trial_info, stdout_file, stderr_file = pop_runner_keys(self.config)
         self._trial_info = trial_info
         self._storage = storage
-        self._experiment_id = (
-            trial_info.experiment_id
-            if trial_info and trial_info.experiment_id
-            else uuid.uuid4().hex
-        )
+        self._experiment_id = (trial_info and trial_info.experiment_id) or uuid.uuid4().hex
 
         self._reset_counters()
         self._warmup_time: float | None = None
-        self._date_cache: tuple[int, str] = (0, "")
+        self._date_cache = DateCache()
         self._monitor = SysUsageMonitor() if self.config.get("log_sys_usage") else None
 
         self._create_logger(self.config, logger_creator)
         self._session = self._make_session()
-        self._stdout_stream: IO[str] | None = None
-        self._stderr_stream: IO[str] | None = None
-        self._redirects: contextlib.ExitStack | None = None
+        self._output = OutputCapture()
         self._open_logfiles(stdout_file, stderr_file)
 
         set_process_session(self._session)
@@ -113,50 +106,17 @@ class Trainable:
     def _create_logger(
         self, config: dict[str, Any], logger_creator: Callable[[dict[str, Any]], Any] | None
     ) -> None:
-        if logger_creator is not None:
-            self._result_logger = logger_creator(config)
-            self._logdir: str = self._result_logger.logdir
-            return
-        from fasttune.logger import UnifiedLogger
-
-        if self._trial_info is not None and self._trial_info.trial_dir:
-            logdir = self._trial_info.trial_dir
-            os.makedirs(logdir, exist_ok=True)
-        else:
-            from fasttune.storage.defaults import default_storage_path
-
-            root = default_storage_path()
-            os.makedirs(root, exist_ok=True)
-            stamp = datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
-            logdir = tempfile.mkdtemp(prefix=f"{type(self).__name__}_{stamp}_", dir=root)
-        self._logdir = logdir
-        self._result_logger = UnifiedLogger(config, logdir, loggers=None)
+        self._result_logger, self._logdir = create_result_logger(
+            config, logger_creator, self._trial_info, type(self).__name__
+        )
 
     def _open_logfiles(self, stdout_file: str | None, stderr_file: str | None) -> None:
         """Send this process's ``sys.stdout``/``sys.stderr`` to files in the logdir."""
         self._close_logfiles()
-        if not stdout_file and not stderr_file:
-            return
-        stack = contextlib.ExitStack()
-
-        def open_log(name: str) -> IO[str]:
-            path = name if os.path.isabs(name) else os.path.join(self._logdir, name)
-            return stack.enter_context(open(path, "a", buffering=1, encoding="utf-8"))
-
-        if stdout_file:
-            self._stdout_stream = open_log(stdout_file)
-            stack.enter_context(contextlib.redirect_stdout(self._stdout_stream))
-        if stderr_file:
-            same = stderr_file == stdout_file
-            self._stderr_stream = self._stdout_stream if same else open_log(stderr_file)
-            stack.enter_context(contextlib.redirect_stderr(self._stderr_stream))
-        self._redirects = stack
+        self._output.open(self._logdir, stdout_file, stderr_file)
 
     def _close_logfiles(self) -> None:
-        if self._redirects is not None:
-            self._redirects.close()
-        self._redirects = None
-        self._stdout_stream = self._stderr_stream = None
+        self._output.close()
 
     # ------------------------------------------------------------------ training
     def train(self) -> dict[str, Any]:
@@ -187,8 +147,6 @@ class Trainable:
             time_this_iter = time.time() - start
         self._time_total += time_this_iter
         self._time_since_restore += time_this_iter
-
-        result.setdefault(R.DONE, False)
         steps = result.get(R.TIMESTEPS_THIS_ITER)
         if steps is not None:
             self._timesteps_total = (self._timesteps_total or 0) + steps
@@ -196,13 +154,7 @@ class Trainable:
         episodes = result.get(R.EPISODES_THIS_ITER)
         if episodes is not None:
             self._episodes_total = (self._episodes_total or 0) + episodes
-        if self._timesteps_total is not None:
-            result.setdefault(R.TIMESTEPS_TOTAL, self._timesteps_total)
-        if self._episodes_total is not None:
-            result.setdefault(R.EPISODES_TOTAL, self._episodes_total)
-        result.setdefault(R.TRAINING_ITERATION, self._iteration)
-        if R.MEAN_LOSS in result and R.NEG_MEAN_LOSS not in result:
-            result[R.NEG_MEAN_LOSS] = -result[R.MEAN_LOSS]
+        fill_defaults(result, self._iteration, self._timesteps_total, self._episodes_total)
 
         result.update(
             self.get_auto_filled_metrics(
@@ -215,10 +167,7 @@ class Trainable:
             result["perf"] = self._monitor.sample()
 
         self.log_result(result)
-        if self._stdout_stream is not None:
-            self._stdout_stream.flush()
-        if self._stderr_stream is not None:
-            self._stderr_stream.flush()
+        self._output.flush()
         self._last_result = result
         return result
 
@@ -230,34 +179,20 @@ class Trainable:
         debug_metrics_only: bool = False,
     ) -> dict[str, Any]:
         """The bookkeeping metrics :meth:`train` adds to every result."""
-        if now is None:
-            seconds = int(time.time())
-            if self._date_cache[0] != seconds:
-                stamp = datetime.fromtimestamp(seconds).strftime("%Y-%m-%d_%H-%M-%S")
-                self._date_cache = (seconds, stamp)
-            date = self._date_cache[1]
-        else:
-            seconds = int(time.mktime(now.timetuple()))
-            date = now.strftime("%Y-%m-%d_%H-%M-%S")
-        filled: dict[str, Any] = {
-            R.TRIAL_ID: self.trial_id,
-            R.DATE: date,
-            R.TIMESTAMP: timestamp if timestamp else seconds,
-            R.TIME_THIS_ITER_S: time_this_iter,
-            R.TIME_TOTAL_S: self._time_total,
-            R.PID: os.getpid(),
-            R.HOSTNAME: hostname(),
-            R.NODE_IP: node_ip(),
-            R.CONFIG: self.config,
-            R.TIME_SINCE_RESTORE: self._time_since_restore,
-            R.ITERATIONS_SINCE_RESTORE: self._iterations_since_restore,
-        }
-        if self._timesteps_since_restore:
-            filled[R.TIMESTEPS_SINCE_RESTORE] = self._timesteps_since_restore
-        if debug_metrics_only:
-            debug = {R.TRIAL_ID, R.DATE, R.TIMESTAMP, R.PID, R.HOSTNAME, R.NODE_IP, R.CONFIG}
-            filled = {k: v for k, v in filled.items() if k in debug}
-        return filled
+        seconds, date = self._date_cache.now(now)
+        return auto_filled_metrics(
+            trial_id=self.trial_id,
+            config=self.config,
+            seconds=seconds,
+            date=date,
+            timestamp=timestamp,
+            time_this_iter=time_this_iter,
+            time_total=self._time_total,
+            time_since_restore=self._time_since_restore,
+            iterations_since_restore=self._iterations_since_restore,
+            timesteps_since_restore=self._timesteps_since_restore,
+            debug_metrics_only=debug_metrics_only,
+        )
 
     def train_buffered(
         self, buffer_time_s: float, max_buffer_length: int = 1000
@@ -304,21 +239,7 @@ class Trainable:
         Returns:
             The checkpoint directory, which :meth:`restore` accepts.
         """
-        if checkpoint_dir is not None:
-            os.makedirs(checkpoint_dir, exist_ok=True)
-            self._save_into(checkpoint_dir)
-            return os.path.abspath(checkpoint_dir)
-        final = os.path.join(self.logdir, ckpt_io.checkpoint_dir_name(self._iteration))
-        staging = tempfile.mkdtemp(prefix=".checkpoint_tmp_", dir=self.logdir)
-        try:
-            self._save_into(staging)
-            if os.path.exists(final):
-                shutil.rmtree(final)
-            os.replace(staging, final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        return final
+        return staging.save_dir(self._save_into, checkpoint_dir, self.logdir, self._iteration)
 
     def _save_into(self, directory: str) -> None:
         returned = self.save_checkpoint(directory)
@@ -329,11 +250,8 @@ class Trainable:
 
     def save_to_object(self) -> bytes:
         """Save to an in-memory object (bytes) that :meth:`restore_from_object` takes."""
-        tmp = tempfile.mkdtemp(prefix="fasttune_save_")
-        try:
+        with staging.scratch_dir("fasttune_save_") as tmp:
             return ckpt_io.pack_dir(self.save(os.path.join(tmp, "checkpoint")))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def restore(
         self,
@@ -350,16 +268,8 @@ class Trainable:
         Returns:
             True.
         """
-        if isinstance(checkpoint_path, Checkpoint):
-            with checkpoint_path.as_directory() as local:
-                self._restore_local(local)
-            return True
-        if not isinstance(checkpoint_path, (str, os.PathLike)):
-            raise TypeError(
-                "restore(checkpoint_path=...) takes the path returned by save() or a "
-                f"fasttune.Checkpoint, got {type(checkpoint_path).__name__}"
-            )
-        self._restore_local(os.fspath(checkpoint_path))
+        with staging.local_directory(checkpoint_path) as local:
+            self._restore_local(local)
         return True
 
     def _restore_local(self, path: str) -> None:
@@ -382,12 +292,9 @@ class Trainable:
 
     def restore_from_object(self, obj: bytes) -> None:
         """Restore from the bytes returned by :meth:`save_to_object`."""
-        tmp = tempfile.mkdtemp(prefix="fasttune_restore_")
-        try:
+        with staging.scratch_dir("fasttune_restore_") as tmp:
             ckpt_io.unpack_dir(obj, tmp)
             self._restore_local(tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     # ------------------------------------------------------------------ lifecycle
     def reset(
@@ -398,9 +305,7 @@ class Trainable:
     ) -> bool:
         """Reuse this trainable for a new config; False if it cannot be reused."""
         new_config = dict(new_config)
-        trial_info = new_config.pop(TRIAL_INFO, None)
-        stdout_file = new_config.pop(STDOUT_FILE, None)
-        stderr_file = new_config.pop(STDERR_FILE, None)
+        trial_info, stdout_file, stderr_file = pop_runner_keys(new_config)
         self.config = new_config
         self._storage = storage
         if trial_info is not None:
@@ -412,7 +317,7 @@ class Trainable:
         if logger_creator is not None or trial_info is not None:
             self._create_logger(new_config, logger_creator)
         else:
-            self._result_logger = _reopen_logger(self._result_logger, new_config)
+            self._result_logger = reopen_logger(self._result_logger, new_config)
         self._session = self._make_session()
         set_process_session(self._session)
         self._open_logfiles(stdout_file, stderr_file)
@@ -517,14 +422,6 @@ class Trainable:
     def resource_help(cls, config: dict[str, Any]) -> str:
         """A help string on configuring this trainable's resources."""
         return ""
-
-
-def _reopen_logger(old: Any, config: dict[str, Any]) -> Any:
-    """A logger of the same kind as ``old`` for a new config in the same logdir."""
-    try:
-        return type(old)(config, old.logdir)
-    except TypeError:
-        return old
 
 
 def implements(cls: type, method: str) -> bool:

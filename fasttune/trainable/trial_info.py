@@ -33,3 +33,16 @@ class TrialInfo:
     resources: Any = None
     checkpoint_index: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def pop_runner_keys(config: dict[str, Any]) -> tuple[TrialInfo | None, str | None, str | None]:
+    """Remove the keys the runner placed in ``config``.
+
+    Returns:
+        The trial info, the stdout file and the stderr file (each None if absent).
+    """
+    return (
+        config.pop(TRIAL_INFO, None),
+        config.pop(STDOUT_FILE, None),
+        config.pop(STDERR_FILE, None),
+    )

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fasttune._internal import resources
+from fasttune._internal import resource_detection, resources
 from fasttune._internal.resources import (
     ResourceManager,
     detect_gpu_ids,
@@ -159,15 +159,15 @@ def test_bad_env_values_are_rejected(monkeypatch, var, value, match):
 
 
 def test_cgroup_memory_limit(tmp_path):
-    assert resources._cgroup_memory_limit(tmp_path) is None
+    assert resource_detection._cgroup_memory_limit(tmp_path) is None
     (tmp_path / "memory.max").write_text("max\n")
-    assert resources._cgroup_memory_limit(tmp_path) is None
+    assert resource_detection._cgroup_memory_limit(tmp_path) is None
     (tmp_path / "memory.max").write_text("2147483648\n")
-    assert resources._cgroup_memory_limit(tmp_path) == 2**31
+    assert resource_detection._cgroup_memory_limit(tmp_path) == 2**31
     (tmp_path / "memory.max").unlink()
     (tmp_path / "memory").mkdir()
     (tmp_path / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
-    assert resources._cgroup_memory_limit(tmp_path) is None  # cgroup v1 "unlimited"
+    assert resource_detection._cgroup_memory_limit(tmp_path) is None  # cgroup v1 "unlimited"
 
 
 # --- init / shutdown ------------------------------------------------------------------

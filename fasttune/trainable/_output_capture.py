@@ -1,0 +1,70 @@
+"""Send a trainable's ``sys.stdout``/``sys.stderr`` to log files in its directory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import IO
+
+
+class OutputCapture:
+    """Redirects ``sys.stdout`` and ``sys.stderr`` to files until :meth:`close`.
+
+    One instance serves a trainable for its whole life: :meth:`open` may be called
+    again (on reset) after :meth:`close`.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> capture = OutputCapture()
+        >>> with tempfile.TemporaryDirectory() as logdir:
+        ...     capture.open(logdir, "out.log", "out.log")
+        ...     print("captured")
+        ...     capture.close()
+        ...     pathlib.Path(logdir, "out.log").read_text()
+        'captured\\n'
+    """
+
+    def __init__(self) -> None:
+        self._stdout: IO[str] | None = None
+        self._stderr: IO[str] | None = None
+        self._redirects: contextlib.ExitStack | None = None
+
+    def open(self, logdir: str, stdout_file: str | None, stderr_file: str | None) -> None:
+        """Start redirecting; relative file names are taken inside ``logdir``.
+
+        Args:
+            logdir: Directory for relative file names.
+            stdout_file: File for ``sys.stdout``, or None to leave it alone.
+            stderr_file: File for ``sys.stderr``, or None; the same name as
+                ``stdout_file`` shares one open file.
+        """
+        if not stdout_file and not stderr_file:
+            return
+        stack = contextlib.ExitStack()
+
+        def open_log(name: str) -> IO[str]:
+            path = name if os.path.isabs(name) else os.path.join(logdir, name)
+            return stack.enter_context(open(path, "a", buffering=1, encoding="utf-8"))
+
+        if stdout_file:
+            self._stdout = open_log(stdout_file)
+            stack.enter_context(contextlib.redirect_stdout(self._stdout))
+        if stderr_file:
+            same = stderr_file == stdout_file
+            self._stderr = self._stdout if same else open_log(stderr_file)
+            stack.enter_context(contextlib.redirect_stderr(self._stderr))
+        self._redirects = stack
+
+    def flush(self) -> None:
+        """Flush the open log files, if any."""
+        if self._stdout is not None:
+            self._stdout.flush()
+        if self._stderr is not None:
+            self._stderr.flush()
+
+    def close(self) -> None:
+        """Restore ``sys.stdout``/``sys.stderr`` and close the files (safe to repeat)."""
+        if self._redirects is not None:
+            self._redirects.close()
+        self._redirects = None
+        self._stdout = self._stderr = None
