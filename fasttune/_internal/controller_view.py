@@ -26,7 +26,7 @@ class ControllerView:
         self.requests: list[tuple[str, Trial, dict[str, Any]]] = []
 
     def get_trials(self) -> list[Trial]:
-        return list(self._trials)
+        return self._trials
 
     def get_live_trials(self) -> list[Trial]:
         return [t for t in self._trials if not t.is_finished()]

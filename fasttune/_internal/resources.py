@@ -133,6 +133,7 @@ class ResourceManager:
         self._gpu_free = [_SCALE] * num_gpus  # free units of each GPU
         # trial id -> (allocation, units held, (GPU index, units) pairs)
         self._held: dict[str, tuple[Allocation, dict[str, int], list[tuple[int, int]]]] = {}
+        self._units_cache: dict[PlacementGroupFactory, dict[str, int]] = {}
 
     # ------------------------------------------------------------ views
     @property
@@ -186,6 +187,14 @@ class ResourceManager:
     # ------------------------------------------------------------ requests
     def _request(self, pgf: Any, trial_name: str) -> dict[str, int]:
         """The summed request in units; raises if it is malformed or never fits."""
+        if isinstance(pgf, PlacementGroupFactory):
+            cached = self._units_cache.get(pgf)
+            if cached is None:
+                cached = self._units_cache[pgf] = self._units(pgf, trial_name)
+            return cached
+        return self._units(pgf, trial_name)
+
+    def _units(self, pgf: Any, trial_name: str) -> dict[str, int]:
         who = f"Trial {trial_name!r}" if trial_name else "A trial"
         units: dict[str, int] = {}
         for name, amount in normalize_resources(pgf).required_resources.items():

@@ -5,6 +5,9 @@
 - :class:`InlineExecutor`: trials inside the driver process (tests, debugging).
 """
 
+import importlib
+from typing import Any
+
 from fasttune.executors.base import (
     Allocation,
     Event,
@@ -16,8 +19,15 @@ from fasttune.executors.base import (
     TrialStarted,
     TrialStopped,
 )
-from fasttune.executors.inline import InlineExecutor
-from fasttune.executors.local import LocalExecutor
+
+_LAZY = {"InlineExecutor": "fasttune.executors.inline", "LocalExecutor": "fasttune.executors.local"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'fasttune.executors' has no attribute {name!r}")
+
 
 __all__ = [
     "Allocation",

@@ -6,38 +6,35 @@ files (:class:`TBXLogger`, needs ``fasttune[tensorboard]``). The ``*LoggerCallba
 classes write the same files from the driver, as experiment callbacks.
 """
 
-from fasttune.logger._encoding import SafeFallbackEncoder
-from fasttune.logger.csv import CSVLogger
-from fasttune.logger.json import JsonLogger
-from fasttune.logger.logger import Logger, pretty_print
-from fasttune.logger.logger_callback import (
-    DEFAULT_CALLBACK_CLASSES,
-    CSVLoggerCallback,
-    JsonLoggerCallback,
-    LoggerCallback,
-    TBXLoggerCallback,
-    default_logger_callbacks,
-    needs_default_loggers,
-)
-from fasttune.logger.noop import NoopLogger
-from fasttune.logger.tensorboardx import TBXLogger
-from fasttune.logger.unified import DEFAULT_LOGGERS, UnifiedLogger
+import importlib
+from typing import Any
 
-__all__ = [
-    "DEFAULT_CALLBACK_CLASSES",
-    "DEFAULT_LOGGERS",
-    "CSVLogger",
-    "CSVLoggerCallback",
-    "JsonLogger",
-    "JsonLoggerCallback",
-    "Logger",
-    "LoggerCallback",
-    "NoopLogger",
-    "SafeFallbackEncoder",
-    "TBXLogger",
-    "TBXLoggerCallback",
-    "UnifiedLogger",
-    "default_logger_callbacks",
-    "needs_default_loggers",
-    "pretty_print",
-]
+from fasttune.logger.logger import Logger, pretty_print
+from fasttune.logger.noop import NoopLogger
+
+# The writers and callbacks load on first use: a worker process needs only the
+# ``Logger`` base and ``NoopLogger``.
+_LAZY = {
+    "SafeFallbackEncoder": "fasttune.logger._encoding",
+    "CSVLogger": "fasttune.logger.csv",
+    "JsonLogger": "fasttune.logger.json",
+    "TBXLogger": "fasttune.logger.tensorboardx",
+    "DEFAULT_LOGGERS": "fasttune.logger.unified",
+    "UnifiedLogger": "fasttune.logger.unified",
+    "DEFAULT_CALLBACK_CLASSES": "fasttune.logger.logger_callback",
+    "CSVLoggerCallback": "fasttune.logger.logger_callback",
+    "JsonLoggerCallback": "fasttune.logger.logger_callback",
+    "LoggerCallback": "fasttune.logger.logger_callback",
+    "TBXLoggerCallback": "fasttune.logger.logger_callback",
+    "default_logger_callbacks": "fasttune.logger.logger_callback",
+    "needs_default_loggers": "fasttune.logger.logger_callback",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'fasttune.logger' has no attribute {name!r}")
+
+
+__all__ = sorted([*_LAZY, "Logger", "NoopLogger", "pretty_print"])
