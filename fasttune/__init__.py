@@ -1,54 +1,38 @@
 """fasttune: Ray Tune's API for hyperparameter tuning, fast and local-first.
 
-Write ``import fasttune as tune`` where you wrote ``from ray import tune``.
+Write ``import fasttune as tune`` where you wrote ``from ray import tune``. Every
+public name loads its module on first use, so ``import fasttune`` costs a few
+milliseconds (and a worker process loads only what its trainable uses).
 """
 
-import importlib
-from typing import Any
+from __future__ import annotations
 
-from fasttune.checkpoint import Checkpoint
-from fasttune.config import CheckpointConfig, FailureConfig, RunConfig, SyncConfig
-from fasttune.execution.placement_groups import PlacementGroupFactory
-from fasttune.search.sample import (
-    choice,
-    grid_search,
-    lograndint,
-    loguniform,
-    qlograndint,
-    qloguniform,
-    qrandint,
-    qrandn,
-    quniform,
-    randint,
-    randn,
-    sample_from,
-    uniform,
-)
-from fasttune.trainable import (
-    FunctionTrainable,
-    Trainable,
-    TuneContext,
-    get_checkpoint,
-    get_context,
-    report,
-    with_parameters,
-    with_resources,
-)
-from fasttune.tune_config import TuneConfig
-from fasttune.tuner import Tuner
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# Submodules reachable as attributes (``tune.utils``, ``tune.logger``), imported on
-# first use so that ``import fasttune`` stays fast.
-_LAZY_SUBMODULES = {
-    "logger", "utils", "search", "execution", "trainable", "result", "context", "schedulers",
-    "stopper", "experiment", "progress", "callback", "results",
-}  # fmt: skip
+_SAMPLING = [
+    "choice", "grid_search", "lograndint", "loguniform", "qlograndint", "qloguniform",
+    "qrandint", "qrandn", "quniform", "randint", "randn", "sample_from", "uniform",
+]  # fmt: skip
+_TRAINABLE = [
+    "FunctionTrainable", "Trainable", "TuneContext", "get_checkpoint", "get_context",
+    "report", "with_parameters", "with_resources",
+]  # fmt: skip
 
-
-# Public names whose modules are imported on first use.
-_LAZY_ATTRIBUTES = {
+# Public name -> the module that defines it.
+_ATTRIBUTES: dict[str, str] = {
+    **dict.fromkeys(_SAMPLING, "fasttune.search.sample"),
+    **dict.fromkeys(_TRAINABLE, "fasttune.trainable"),
+    "Checkpoint": "fasttune.checkpoint",
+    "PlacementGroupFactory": "fasttune.execution.placement_groups",
+    "CheckpointConfig": "fasttune.config",
+    "FailureConfig": "fasttune.config",
+    "RunConfig": "fasttune.config",
+    "SyncConfig": "fasttune.config",
+    "TuneConfig": "fasttune.tune_config",
+    "Tuner": "fasttune.tuner",
     "run": "fasttune.tune",
     "ResultGrid": "fasttune.results",
     "Result": "fasttune.results",
@@ -66,13 +50,26 @@ _LAZY_ATTRIBUTES = {
     "is_initialized": "fasttune._internal.resources",
 }
 
+# Submodules reachable as attributes (``tune.utils``, ``tune.logger``...).
+_SUBMODULES = {
+    "logger", "utils", "search", "execution", "trainable", "result", "context", "schedulers",
+    "stopper", "experiment", "progress", "callback", "results", "registry", "tuner",
+}  # fmt: skip
+
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY_SUBMODULES:
-        return importlib.import_module(f"fasttune.{name}")
-    if name in _LAZY_ATTRIBUTES:
-        return getattr(importlib.import_module(_LAZY_ATTRIBUTES[name]), name)
-    raise AttributeError(f"module 'fasttune' has no attribute {name!r}")
+    if name in _ATTRIBUTES:
+        value = getattr(importlib.import_module(_ATTRIBUTES[name]), name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"fasttune.{name}")
+    else:
+        raise AttributeError(f"module 'fasttune' has no attribute {name!r}")
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_ATTRIBUTES, *_SUBMODULES})
 
 
 __all__ = [
@@ -123,3 +120,44 @@ __all__ = [
     "with_parameters",
     "with_resources",
 ]
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load lazily
+    from fasttune import logger, utils
+    from fasttune._internal.resources import init, is_initialized, shutdown
+    from fasttune.callback import Callback
+    from fasttune.checkpoint import Checkpoint
+    from fasttune.config import CheckpointConfig, FailureConfig, RunConfig, SyncConfig
+    from fasttune.errors import TuneError
+    from fasttune.execution.placement_groups import PlacementGroupFactory
+    from fasttune.progress import CLIReporter, JupyterNotebookReporter, ProgressReporter
+    from fasttune.registry import register_env, register_trainable
+    from fasttune.results import ExperimentAnalysis, Result, ResultGrid
+    from fasttune.search.sample import (
+        choice,
+        grid_search,
+        lograndint,
+        loguniform,
+        qlograndint,
+        qloguniform,
+        qrandint,
+        qrandn,
+        quniform,
+        randint,
+        randn,
+        sample_from,
+        uniform,
+    )
+    from fasttune.stopper import Stopper
+    from fasttune.trainable import (
+        FunctionTrainable,
+        Trainable,
+        TuneContext,
+        get_checkpoint,
+        get_context,
+        report,
+        with_parameters,
+        with_resources,
+    )
+    from fasttune.tune import run
+    from fasttune.tune_config import TuneConfig
+    from fasttune.tuner import Tuner

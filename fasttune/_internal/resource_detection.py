@@ -17,8 +17,6 @@ from numbers import Real
 from pathlib import Path
 from typing import Any
 
-from fasttune.utils.gpu import detect_gpus
-
 __all__ = [
     "detect_gpu_ids",
     "detect_total_resources",
@@ -217,7 +215,7 @@ def _visible_gpu_ids() -> list[str]:
     value = os.environ.get("CUDA_VISIBLE_DEVICES")
     if value is not None:
         return parse_visible_devices(value)
-    return [str(gpu["index"]) for gpu in detect_gpus()]
+    return [str(gpu["index"]) for gpu in _detect_gpus()]
 
 
 def detect_gpu_ids(num_gpus: float | None = None) -> list[str]:
@@ -316,3 +314,9 @@ def detect_total_resources(overrides: Mapping[str, Any] | None = None) -> dict[s
     }
     total.update({k: v for k, v in merged.items() if k not in _BASIC})
     return total
+
+
+def _detect_gpus() -> list[dict[str, Any]]:
+    from fasttune.utils.gpu import detect_gpus  # runs nvidia-smi or NVML: only when needed
+
+    return detect_gpus()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import cloudpickle
@@ -62,7 +61,9 @@ def pickle_trainable(cls: type[Trainable]) -> tuple[bytes, str]:
             "picklable data with fasttune.with_parameters()."
         ) from e
     name = getattr(cls, "_name", None) or cls.__name__
-    return blob, f"{name}-{hashlib.sha1(blob).hexdigest()[:16]}"
+    # Keys only need to be unique within this driver process: Python's (salted, 64-bit)
+    # hash of the bytes plus their length.
+    return blob, f"{name}-{hash(blob) & 0xFFFFFFFFFFFF:012x}-{len(blob)}"
 
 
 def is_function_trainable(cls: type[Trainable]) -> bool:

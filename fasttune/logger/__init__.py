@@ -37,4 +37,21 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'fasttune.logger' has no attribute {name!r}")
 
 
-__all__ = sorted([*_LAZY, "Logger", "NoopLogger", "pretty_print"])
+__all__ = [
+    "DEFAULT_CALLBACK_CLASSES",
+    "DEFAULT_LOGGERS",
+    "CSVLogger",
+    "CSVLoggerCallback",
+    "JsonLogger",
+    "JsonLoggerCallback",
+    "Logger",
+    "LoggerCallback",
+    "NoopLogger",
+    "SafeFallbackEncoder",
+    "TBXLogger",
+    "TBXLoggerCallback",
+    "UnifiedLogger",
+    "default_logger_callbacks",
+    "needs_default_loggers",
+    "pretty_print",
+]

@@ -258,18 +258,49 @@ class TBXLoggerCallback(_TrialFileLoggerCallback):
     _takes_flat = True
 
     def __init__(self) -> None:
-        from fasttune._internal._imports import import_optional
+        from fasttune._internal._imports import MissingDependencyError
 
-        import_optional("tensorboardX", extra="tensorboard", feature="TBXLoggerCallback")
+        # Checked without importing it: tensorboardX (with protobuf and numpy) is
+        # imported when the first trial's writer opens, off the start-up path.
+        if not _tensorboardx_installed():
+            raise MissingDependencyError(
+                "TBXLoggerCallback needs the optional package 'tensorboardX', which is not "
+                'installed. Install it with: pip install "fasttune[tensorboard]"'
+            )
         super().__init__()
+        self._broken = False
 
     def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
-        return TBXResultWriter(logdir)
+        if self._broken:
+            return _NullWriter()
+        try:
+            return TBXResultWriter(logdir)
+        except ImportError as e:  # installed but broken (e.g. a protobuf mismatch)
+            self._broken = True
+            cause = f" ({e.__cause__!r})" if e.__cause__ is not None else ""
+            logger.warning("Not logging to TensorBoard: %s%s", e, cause)
+            return _NullWriter()
 
     def _before_close(self, trial: Trial, writer: Any) -> None:
         params = trial.evaluated_params or trial.config
         if params:
             writer.write_hparams(params)
+
+
+class _NullWriter:
+    """Stands in for a writer that could not be created; writes nothing."""
+
+    def write_result(self, result: dict[str, Any], flat: Any = None) -> None:
+        pass
+
+    def write_hparams(self, params: Any, metrics: Any = None) -> bool:
+        return False
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 DEFAULT_CALLBACK_CLASSES: tuple[type[LoggerCallback], ...] = (

@@ -14,7 +14,16 @@ _LAZY = {
     "validate_warmstart": "fasttune.utils.util",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "deep_update",
+    "diagnose_serialization",
+    "flatten_dict",
+    "merge_dicts",
+    "unflatten_dict",
+    "validate_save_restore",
+    "validate_warmstart",
+    "wait_for_gpu",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -312,7 +312,9 @@ def test_env_var_disables_defaults(monkeypatch) -> None:
     assert JsonLoggerCallback in needs_default_loggers([])
 
 
-def test_broken_tensorboardx_is_skipped_with_a_warning(tmp_path, monkeypatch, caplog) -> None:
+def test_broken_tensorboardx_is_skipped_with_a_warning(
+    tmp_path, monkeypatch, caplog, make_trial
+) -> None:
     fake = tmp_path / "site" / "tensorboardX"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('protobuf mismatch')\n")
@@ -320,7 +322,14 @@ def test_broken_tensorboardx_is_skipped_with_a_warning(tmp_path, monkeypatch, ca
     monkeypatch.delitem(sys.modules, "tensorboardX", raising=False)
     monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
     assert TBXLoggerCallback in needs_default_loggers([])  # found, not yet imported
+    callbacks = default_logger_callbacks()
+    assert _names(callbacks) == ["CSVLoggerCallback", "JsonLoggerCallback", "TBXLoggerCallback"]
+    trial = make_trial()
     with caplog.at_level("WARNING", logger="fasttune.logger.logger_callback"):
-        names = _names(default_logger_callbacks())
-    assert names == ["CSVLoggerCallback", "JsonLoggerCallback"]
+        for cb in callbacks:  # tensorboardX is imported when the first trial starts
+            cb.on_trial_start(iteration=0, trials=[trial], trial=trial)
+            cb.on_trial_result(iteration=1, trials=[trial], trial=trial, result={"x": 1})
+            cb.on_trial_complete(iteration=2, trials=[trial], trial=trial)
     assert "protobuf mismatch" in caplog.text
+    files = os.listdir(trial.local_path)
+    assert "result.json" in files and not [f for f in files if "tfevents" in f]
