@@ -9,6 +9,7 @@ Processes are the executor's business; paths are the storage layer's.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fasttune import result as R
@@ -23,6 +24,7 @@ from fasttune._internal.failure import (
 )
 from fasttune._internal.interrupts import GracefulInterrupt
 from fasttune._internal.launcher import make_launch
+from fasttune._internal.plugin_requests import apply_request
 from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline
 from fasttune._internal.run_spec import RunSpec
 from fasttune.executors.base import (
@@ -54,6 +56,7 @@ class TuneController:
         self.state = ExperimentStateStore(spec.experiment_path)
         self.view = ControllerView(self.trials, self._has_resources_for)
         self._stopping: dict[str, TrialStatus] = {}
+        self._after_pause: dict[str, Callable[[Trial], None]] = {}
         self._restoring: set[str] = set()
         self._launched: set[str] = set()
         self._num_created = len(self.trials)
@@ -268,14 +271,16 @@ class TuneController:
         self._callback("on_trial_save", trial)
         self._callback("on_checkpoint", trial, checkpoint=manager.latest_checkpoint)
 
-    def _stop_trial(self, trial: Trial, target: TrialStatus) -> None:
+    def _stop_trial(self, trial: Trial, target: TrialStatus, save: bool | None = None) -> None:
         if trial.trial_id in self._stopping or trial.trial_id not in self._launched:
             return
         self._stopping[trial.trial_id] = target
         executor = self.spec.executor
-        if target is TrialStatus.PAUSED or (
-            self.spec.checkpoint_at_end and target is TrialStatus.TERMINATED
-        ):
+        if save is None:
+            save = target is TrialStatus.PAUSED or (
+                self.spec.checkpoint_at_end and target is TrialStatus.TERMINATED
+            )
+        if save:
             executor.save_trial(trial.trial_id)
         executor.stop_trial(trial.trial_id)
 
@@ -285,6 +290,10 @@ class TuneController:
         if self._interrupted and target is not TrialStatus.PAUSED:
             self.state.record_trial(trial)  # stays RUNNING on disk: resumed by restore
             return
+        change = self._after_pause.pop(trial.trial_id, None)
+        if change is not None:
+            change(trial)
+            target = TrialStatus.PENDING
         self._transition(trial, target)
         if target is TrialStatus.TERMINATED:
             self._complete(trial)
@@ -336,17 +345,23 @@ class TuneController:
 
     # ------------------------------------------------------------------ requests, stop-all
     def _execute_requests(self) -> None:
-        for action, trial, _options in self.view.take_requests():
-            if action == "stop":
-                if trial.trial_id in self._launched:
-                    self._stop_trial(trial, TrialStatus.TERMINATED)
-                elif not trial.is_finished():
-                    self._transition(trial, TrialStatus.TERMINATED)
-                    self._complete(trial)
-            elif action == "pause" and trial.trial_id in self._launched:
-                self._stop_trial(trial, TrialStatus.PAUSED)
-            elif action == "unpause" and trial.status is TrialStatus.PAUSED:
-                self._transition(trial, TrialStatus.PENDING)
+        for action, trial, options in self.view.take_requests():
+            apply_request(self, action, trial, options)
+
+    def restart_trial(self, trial: Trial, *, save: bool, change: Callable[[Trial], None]) -> None:
+        """Stop the trial (saving first if asked), ``change`` it, and make it PENDING.
+
+        Used for PBT's exploit (new config, another trial's checkpoint) and for new
+        resources. A trial that is not running is changed at once.
+        """
+        if trial.trial_id in self._launched:
+            if self._stopping.get(trial.trial_id, TrialStatus.PAUSED) is not TrialStatus.PAUSED:
+                return  # already stopping for good
+            self._after_pause[trial.trial_id] = change
+            self._stop_trial(trial, TrialStatus.PAUSED, save=save)
+        elif not trial.is_finished():
+            change(trial)
+            self._transition(trial, TrialStatus.PENDING)
 
     def _over_time_budget(self) -> bool:
         budget = self.spec.time_budget_s

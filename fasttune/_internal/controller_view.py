@@ -45,6 +45,34 @@ class ControllerView:
         """Make a PAUSED trial runnable again (it resumes from its checkpoint)."""
         self.requests.append(("unpause", trial, {}))
 
+    def exploit_trial(
+        self,
+        trial: Trial,
+        checkpoint: Any,
+        new_config: dict[str, Any],
+        new_experiment_tag: str | None = None,
+    ) -> None:
+        """Restart ``trial`` from ``checkpoint`` (e.g. a better trial's) with ``new_config``.
+
+        A running trial is stopped without saving, then resumes from ``checkpoint``
+        (through ``Trainable.reset`` when its worker is reused, else a restart).
+        """
+        self.requests.append(
+            (
+                "exploit",
+                trial,
+                {
+                    "checkpoint": checkpoint,
+                    "config": new_config,
+                    "experiment_tag": new_experiment_tag,
+                },
+            )
+        )
+
+    def set_trial_resources(self, trial: Trial, resources: Any) -> None:
+        """Give ``trial`` new resources: it is saved, stopped and restarted with them."""
+        self.requests.append(("resources", trial, {"resources": resources}))
+
     def _set_trial_status(self, trial: Trial, status: TrialStatus) -> None:
         # Ray's schedulers flip PAUSED trials to PENDING this way.
         if trial.status is TrialStatus.PAUSED and status == TrialStatus.PENDING:

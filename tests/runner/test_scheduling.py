@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import fasttune as tune
@@ -82,3 +83,81 @@ def test_scheduler_stop_is_applied_with_no_lookahead(run_config):
     # No result past the stop decision was written.
     lines = open(os.path.join(by_x[0.1].path, "result.json")).read().splitlines()
     assert len(lines) == 2
+
+
+class Tracking(tune.Trainable):
+    def setup(self, config):
+        self.n = 0
+
+    def step(self):
+        self.n += 1
+        return {
+            "n": self.n,
+            "x": self.config["x"],
+            "cpus": self.trial_resources.required_resources.get("CPU"),
+            "done": self.n >= 6,
+        }
+
+    def save_checkpoint(self, checkpoint_dir):
+        return {"n": self.n}
+
+    def load_checkpoint(self, checkpoint):
+        self.n = checkpoint["n"]
+
+    def reset_config(self, new_config):
+        return True
+
+
+class ExploitOnce(FIFOScheduler):
+    _supports_buffered_results = False
+
+    def __init__(self):
+        super().__init__()
+        self.done = False
+
+    def on_trial_result(self, tune_controller, trial, result):
+        if trial.config["x"] == 2 and result["n"] == 3 and not self.done:
+            donor = next(t for t in tune_controller.get_trials() if t.config["x"] == 1)
+            if donor.checkpoint is not None:
+                self.done = True
+                tune_controller.exploit_trial(trial, donor.checkpoint, {"x": 10}, "exploited")
+        return TrialScheduler.CONTINUE
+
+
+def test_exploit_restarts_from_another_trials_checkpoint(run_config):
+    scheduler = ExploitOnce()
+    grid = tune.Tuner(
+        Tracking,
+        param_space={"x": tune.grid_search([1, 2])},
+        # One at a time: the donor (x=1) finishes at n == 6 before x=2 starts.
+        tune_config=tune.TuneConfig(scheduler=scheduler, max_concurrent_trials=1),
+        run_config=run_config(checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1)),
+    ).fit()
+    assert scheduler.done
+    exploited = next(r for r in grid if r.config["x"] == 10)
+    lines = [json.loads(line) for line in open(os.path.join(exploited.path, "result.json"))]
+    # Three steps of its own, then one from the donor's final state (n == 6): done.
+    assert [line["x"] for line in lines] == [2, 2, 2, 10]
+    assert [line["n"] for line in lines] == [1, 2, 3, 7]
+    assert exploited.metrics["experiment_tag"] == "exploited"
+
+
+class MoreCpus(FIFOScheduler):
+    _supports_buffered_results = False
+
+    def on_trial_result(self, tune_controller, trial, result):
+        if result["n"] == 2 and result["cpus"] == 1:
+            tune_controller.set_trial_resources(trial, {"cpu": 2})
+        return TrialScheduler.CONTINUE
+
+
+def test_set_trial_resources_restarts_with_the_new_resources(run_config):
+    grid = tune.Tuner(
+        Tracking,
+        param_space={"x": 1},
+        tune_config=tune.TuneConfig(scheduler=MoreCpus()),
+        run_config=run_config(),
+    ).fit()
+    lines = [json.loads(line) for line in open(os.path.join(grid[0].path, "result.json"))]
+    assert [line["cpus"] for line in lines] == [1, 1, 2, 2, 2, 2]
+    assert [line["n"] for line in lines] == [1, 2, 3, 4, 5, 6]
