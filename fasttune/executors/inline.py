@@ -24,13 +24,13 @@ from fasttune.executors.base import (
 )
 from fasttune.executors.worker_loop import (
     GRANT,
-    RESET_WARNING,
     SAVE,
     START,
     STOP,
     Command,
     TransportClosed,
     WorkerLoop,
+    warn_reset_once,
 )
 
 logger = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ class InlineExecutor(Executor):
             if isinstance(event, TrialResults) and worker.stopping:
                 continue
             if isinstance(event, TrialStarted) and worker.reuse_attempt and not event.reused:
-                self._warn_reset(launch.trainable_key)
+                warn_reset_once(logger, self._warned_reset, launch.trainable_key)
             if isinstance(event, (TrialStopped, TrialFailed)):
                 del self._trials[launch.trial_id]
                 worker.launch = None
@@ -168,11 +168,6 @@ class InlineExecutor(Executor):
                     self._idle.append(worker)
             events.append(event)
         outbox.clear()
-
-    def _warn_reset(self, key: str) -> None:
-        if key not in self._warned_reset:
-            self._warned_reset.add(key)
-            logger.warning(RESET_WARNING, key)
 
     def shutdown(self) -> None:
         """Stop every Trainable, running or idle."""

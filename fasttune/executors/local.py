@@ -38,7 +38,15 @@ from fasttune.executors.base import (
     TrialStarted,
     TrialStopped,
 )
-from fasttune.executors.worker_loop import EXIT, GRANT, RESET_WARNING, SAVE, START, STOP, Command
+from fasttune.executors.worker_loop import (
+    EXIT,
+    GRANT,
+    SAVE,
+    START,
+    STOP,
+    Command,
+    warn_reset_once,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -209,7 +217,7 @@ class LocalExecutor(Executor):
         elif isinstance(event, TrialStarted):
             worker.started = True
             if worker.reuse_attempt and not event.reused:
-                self._warn_reset(launch.trainable_key)
+                warn_reset_once(logger, self._warned_reset, launch.trainable_key)
         elif isinstance(event, (TrialStopped, TrialFailed)):
             del self._trials[launch.trial_id]
             worker.launch = None
@@ -319,11 +327,6 @@ class LocalExecutor(Executor):
             self._idle.remove(worker)
         if worker is self._spare:
             self._spare = None
-
-    def _warn_reset(self, key: str) -> None:
-        if key not in self._warned_reset:
-            self._warned_reset.add(key)
-            logger.warning(RESET_WARNING, key)
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:

@@ -55,6 +55,14 @@ RESET_WARNING = (
     "from TuneConfig(reuse_actors=True), or turn reuse off."
 )
 
+
+def warn_reset_once(log: logging.Logger, warned: set[str], key: str) -> None:
+    """Log :data:`RESET_WARNING` for ``key`` on ``log`` unless ``warned`` holds it (then add it)."""
+    if key not in warned:
+        warned.add(key)
+        log.warning(RESET_WARNING, key)
+
+
 # Exceptions of user code that become TrialFailed (KeyboardInterrupt is left alone
 # so that Ctrl-C still works with the inline executor).
 _TRIAL_ERRORS = (Exception, SystemExit)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from fasttune.progress.reporter import Columns, TuneReporterBase
+from fasttune.progress.reporter import TuneReporterBase, extends_init
 
 logger = logging.getLogger(__name__)
 
@@ -64,40 +64,15 @@ class JupyterNotebookReporter(TuneReporterBase):
         True
     """
 
+    @extends_init(TuneReporterBase.__init__)
     def __init__(
         self,
         overwrite: bool = True,
-        metric_columns: Columns | None = None,
-        parameter_columns: Columns | None = None,
-        total_samples: int | None = None,
-        max_progress_rows: int = 20,
-        max_error_rows: int = 20,
-        max_column_length: int = 20,
-        max_report_frequency: float | None = None,
-        infer_limit: int = 3,
-        print_intermediate_tables: bool | None = None,
-        metric: str | None = None,
-        mode: str | None = None,
-        sort_by_metric: bool = False,
-        *,
+        *args: Any,
         display: DisplayFn | None = None,
-        clock: Callable[[], float] | None = None,
+        **kwargs: Any,
     ):
-        super().__init__(
-            metric_columns=metric_columns,
-            parameter_columns=parameter_columns,
-            total_samples=total_samples,
-            max_progress_rows=max_progress_rows,
-            max_error_rows=max_error_rows,
-            max_column_length=max_column_length,
-            max_report_frequency=max_report_frequency,
-            infer_limit=infer_limit,
-            print_intermediate_tables=print_intermediate_tables,
-            metric=metric,
-            mode=mode,
-            sort_by_metric=sort_by_metric,
-            clock=clock,
-        )
+        super().__init__(*args, **kwargs)
         self._overwrite = overwrite
         self._display = display
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from fasttune.progress import _tables
 from fasttune.progress._format import Format, get_format, is_number, time_passed_str
 from fasttune.result import AUTO_RESULT_KEYS, DEFAULT_METRIC
 
 Columns = list[str] | dict[str, str]
+_Init = TypeVar("_Init", bound=Callable[..., None])
 
 
 class ProgressReporter:
@@ -52,6 +54,34 @@ class ProgressReporter:
 
     def set_total_samples(self, total_samples: int | None) -> None:
         """Take note of how many trials the run will create."""
+
+
+def extends_init(base_init: Callable[..., None]) -> Callable[[_Init], _Init]:
+    """Give a subclass ``__init__`` that forwards ``*args, **kwargs`` the full signature.
+
+    The decorated ``__init__(self, [own parameters,] *args, [own keywords,] **kwargs)``
+    passes ``args`` and ``kwargs`` to ``base_init``; ``inspect.signature`` (``help``,
+    notebook tooltips) shows its own parameters and ``base_init``'s in the order a
+    written-out signature would have: positional ones first, then keyword-only ones.
+    """
+
+    def decorate(init: _Init) -> _Init:
+        own = inspect.signature(init).parameters.values()
+        base = list(inspect.signature(base_init).parameters.values())[1:]  # without self
+        positional, keyword = (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        )
+        params = [
+            *(p for p in own if p.kind is positional),
+            *(p for p in base if p.kind is positional),
+            *(p for p in own if p.kind is keyword),
+            *(p for p in base if p.kind is keyword),
+        ]
+        init.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        return init
+
+    return decorate
 
 
 def _check_positive(name: str, value: Any, allow_zero: bool = False) -> None:

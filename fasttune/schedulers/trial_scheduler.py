@@ -23,8 +23,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from fasttune import result as R
 from fasttune.experiment.trial import Trial, TrialStatus
+from fasttune.search._metric_mode import MetricModeMixin
 from fasttune.search._pickled_state import read_pickle, write_pickle
-from fasttune.search.searcher import validate_metric_mode
 
 
 @runtime_checkable
@@ -56,7 +56,7 @@ class ControllerView(Protocol):
         ...
 
 
-class TrialScheduler:
+class TrialScheduler(MetricModeMixin):
     """Base class of trial schedulers.
 
     Attributes:
@@ -70,21 +70,9 @@ class TrialScheduler:
     STOP = "STOP"
     NOOP = "NOOP"
 
-    _metric: Any = None
-    _mode: Any = None
     # False: the scheduler needs a decision after every result, so the controller
     # lets each trial run at most one iteration ahead of it.
     _supports_buffered_results = True
-
-    @property
-    def metric(self) -> Any:
-        """The result key the scheduler compares trials on."""
-        return self._metric
-
-    @property
-    def mode(self) -> Any:
-        """``"min"`` or ``"max"``."""
-        return self._mode
 
     @property
     def supports_buffered_results(self) -> bool:
@@ -102,13 +90,8 @@ class TrialScheduler:
         Raises:
             ValueError: If ``mode`` is not ``"min"``/``"max"``.
         """
-        validate_metric_mode(metric, mode)
-        if (self._metric and metric) or (self._mode and mode):
+        if not self._take_metric_mode(metric, mode):
             return False
-        if metric:
-            self._metric = metric
-        if mode:
-            self._mode = mode
         if self._metric is None:
             self._metric = R.DEFAULT_METRIC
         return True

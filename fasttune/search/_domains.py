@@ -139,7 +139,31 @@ def _log_uniform(lower: float, upper: float, size: int, rng: _RandomSource) -> A
     return np.clip(values, lower, upper)
 
 
-class Float(Domain):
+class _Range(Domain):
+    """A range of numbers from ``lower`` to ``upper``: what Float and Integer share."""
+
+    lower: float
+    upper: float
+
+    @property
+    def domain_str(self) -> str:
+        """``(lower, upper)``."""
+        return f"({self.lower}, {self.upper})"
+
+    def _quantized(self, q: float) -> Any:
+        aligned_bounds(self.lower, self.upper, q)
+        return self._with_sampler(Quantized(_unquantized(self), q), allow_override=True)
+
+
+def _plain_number(value: Any) -> Any:
+    """``value`` as a plain int or float, or None if it is not a number (bools are not)."""
+    value = plain(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+class Float(_Range):
     """A real-valued hyperparameter in ``[lower, upper]``; ``None`` means unbounded.
 
     Args:
@@ -209,20 +233,12 @@ class Float(Domain):
         q = check_positive("Float.quantized", "q", q)
         check_divisible("Float.quantized", "lower", self.lower, q)
         check_divisible("Float.quantized", "upper", self.upper, q)
-        aligned_bounds(self.lower, self.upper, q)
-        return self._with_sampler(Quantized(_unquantized(self), q), allow_override=True)
+        return self._quantized(q)
 
     def is_valid(self, value: Any) -> bool:
         """Whether ``value`` is a number in ``[lower, upper]``."""
-        value = plain(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        return self.lower <= value <= self.upper
-
-    @property
-    def domain_str(self) -> str:
-        """``(lower, upper)``."""
-        return f"({self.lower}, {self.upper})"
+        value = _plain_number(value)
+        return value is not None and self.lower <= value <= self.upper
 
     def _require_finite(self, where: str) -> None:
         for name in ("lower", "upper"):
@@ -230,7 +246,7 @@ class Float(Domain):
                 raise ValueError(f"{where}: `{name}` must be a finite bound, got {name}=None/inf.")
 
 
-class Integer(Domain):
+class Integer(_Range):
     """An integer hyperparameter in ``[lower, upper)`` (upper included once quantized).
 
     Args:
@@ -288,24 +304,16 @@ class Integer(Domain):
         """Round sampled values to multiples of ``q``; the upper bound becomes included."""
         q = check_int("Integer.quantized", "q", q)
         check_positive("Integer.quantized", "q", q)
-        aligned_bounds(self.lower, self.upper, q)
-        return self._with_sampler(Quantized(_unquantized(self), q), allow_override=True)
+        return self._quantized(q)
 
     def is_valid(self, value: Any) -> bool:
         """Whether ``value`` is an integer the sampler can produce."""
-        value = plain(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False
-        if not float(value).is_integer():
+        value = _plain_number(value)
+        if value is None or not float(value).is_integer():
             return False
         if isinstance(self.sampler, Quantized):
             return self.lower <= value <= self.upper
         return self.lower <= value < self.upper
-
-    @property
-    def domain_str(self) -> str:
-        """``(lower, upper)``."""
-        return f"({self.lower}, {self.upper})"
 
 
 class Categorical(Domain):

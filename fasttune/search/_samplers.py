@@ -146,18 +146,8 @@ class Quantized(Sampler):
         """Return the sampler whose values are rounded."""
         return self.sampler
 
-    def sample(
-        self,
-        domain: Domain,
-        config: Any = None,
-        size: int = 1,
-        random_state: RandomState = None,
-    ) -> Any:
-        """Draw ``size`` quantized values: one value if ``size == 1``, else a list."""
-        size = check_size(size)
-        rng = as_random_source(random_state)
-        values = self.sampler._draw_quantized(domain, self.q, size, rng)
-        return domain._pack(values, size)
+    def _draw(self, domain: Domain, size: int, rng: _RandomSource) -> Any:
+        return self.sampler._draw_quantized(domain, self.q, size, rng)
 
     def __str__(self) -> str:
         return f"Quantized({self.sampler}, q={self.q})"

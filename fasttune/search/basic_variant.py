@@ -29,7 +29,7 @@ import cloudpickle
 from fasttune.search._presets import check_num_samples, count_variants, resolved_with_presets
 from fasttune.search._rng import RandomState, as_random_source
 from fasttune.search._spec_paths import Path
-from fasttune.search.search_algorithm import SearchAlgorithm, Suggestion
+from fasttune.search.search_algorithm import SearchAlgorithm, Suggestion, check_state_kind
 from fasttune.search.variant_generator import (
     flatten_resolved_vars,
     format_vars,
@@ -227,11 +227,7 @@ class BasicVariantGenerator(SearchAlgorithm):
         Raises:
             ValueError: If ``state`` does not come from a BasicVariantGenerator.
         """
-        if not isinstance(state, dict) or state.get("kind") != _STATE_KIND:
-            raise ValueError(
-                "BasicVariantGenerator.set_state: `state` was not produced by "
-                "BasicVariantGenerator.get_state()."
-            )
+        check_state_kind(state, _STATE_KIND, "BasicVariantGenerator")
         super().set_state(state)
         self._configured = state["configured"]
         self._spec_blob = state["spec"]

@@ -18,8 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from fasttune.search._metric_mode import MetricModeMixin
 from fasttune.search._pickled_state import newest_matching, read_pickle, write_pickle
-from fasttune.search.searcher import validate_metric_mode
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,17 @@ class Suggestion:
     evaluated_params: dict[str, Any]
 
 
-class SearchAlgorithm:
+def check_state_kind(state: Any, kind: str, owner: str) -> None:
+    """Check that ``state`` was saved by ``owner.get_state()``, which tags it ``kind``.
+
+    Raises:
+        ValueError: If ``state`` is not a dict whose ``"kind"`` is ``kind``.
+    """
+    if not isinstance(state, dict) or state.get("kind") != kind:
+        raise ValueError(f"{owner}.set_state: `state` was not produced by {owner}.get_state().")
+
+
+class SearchAlgorithm(MetricModeMixin):
     """Base of whatever produces trial configs: the default generator or a wrapped searcher.
 
     Subclasses implement :meth:`add_configurations`, :meth:`next_suggestion`,
@@ -48,18 +58,6 @@ class SearchAlgorithm:
     CKPT_FILE_TMPL = "search-alg-state-{}.pkl"
 
     _finished: bool = False
-    _metric: Any = None
-    _mode: Any = None
-
-    @property
-    def metric(self) -> Any:
-        """The metric being optimised, if known."""
-        return self._metric
-
-    @property
-    def mode(self) -> Any:
-        """``"min"``/``"max"``, if known."""
-        return self._mode
 
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
@@ -72,14 +70,7 @@ class SearchAlgorithm:
         Raises:
             ValueError: If ``mode`` is not ``"min"``/``"max"``.
         """
-        validate_metric_mode(metric, mode)
-        if (self._metric and metric) or (self._mode and mode):
-            return False
-        if metric:
-            self._metric = metric
-        if mode:
-            self._mode = mode
-        return True
+        return self._take_metric_mode(metric, mode)
 
     @property
     def total_samples(self) -> int:

@@ -33,7 +33,7 @@ from fasttune.search._presets import check_num_samples
 from fasttune.search._spec_paths import parse_spec_vars, resolve_nested_dict
 from fasttune.search._spec_view import contains_unresolved, is_unresolved, path_str
 from fasttune.search.basic_variant import BasicVariantGenerator
-from fasttune.search.search_algorithm import SearchAlgorithm, Suggestion
+from fasttune.search.search_algorithm import SearchAlgorithm, Suggestion, check_state_kind
 from fasttune.search.searcher import Searcher
 from fasttune.search.variant_generator import format_vars
 
@@ -219,11 +219,7 @@ class SearchGenerator(SearchAlgorithm):
         Raises:
             ValueError: If ``state`` does not come from a SearchGenerator.
         """
-        if not isinstance(state, dict) or state.get("kind") != _STATE_KIND:
-            raise ValueError(
-                "SearchGenerator.set_state: `state` was not produced by "
-                "SearchGenerator.get_state()."
-            )
+        check_state_kind(state, _STATE_KIND, "SearchGenerator")
         super().set_state(state)
         self._configured = state["configured"]
         self._properties_set = state["properties_set"]

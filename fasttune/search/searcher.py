@@ -28,52 +28,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from fasttune import result as R
+from fasttune.search._metric_mode import MetricModeMixin, validate_metric_mode
 from fasttune.search._pickled_state import newest_matching, read_pickle, write_pickle
 from fasttune.storage.filesystem import get_fs_and_path, is_url
 
 logger = logging.getLogger(__name__)
-
-_MODES = ("min", "max")
-
-
-def validate_metric_mode(metric: Any, mode: Any) -> None:
-    """Check a ``metric``/``mode`` pair as Ray Tune accepts it.
-
-    ``mode`` is ``"min"`` or ``"max"``; for several objectives both are lists of the
-    same length (list modes may also be ``"obs"``: observed, not optimised).
-
-    Raises:
-        ValueError: Naming the bad parameter and showing its value.
-
-    Example:
-        >>> validate_metric_mode("loss", "minimize")
-        Traceback (most recent call last):
-        ...
-        ValueError: `mode` must be 'min' or 'max', got 'minimize'.
-    """
-    if metric is not None and not isinstance(metric, (str, list, tuple)):
-        raise ValueError(f"`metric` must be a result key (str) or a list of keys, got {metric!r}.")
-    if mode is None:
-        return
-    if isinstance(mode, str):
-        if mode not in _MODES:
-            raise ValueError(f"`mode` must be 'min' or 'max', got {mode!r}.")
-        if isinstance(metric, (list, tuple)):
-            raise ValueError(
-                f"`metric` is a list ({metric!r}) but `mode` is a single string ({mode!r}); "
-                "give one mode per metric."
-            )
-        return
-    if not isinstance(mode, (list, tuple)):
-        raise ValueError(f"`mode` must be 'min', 'max' or a list of them, got {mode!r}.")
-    bad = [m for m in mode if m not in (*_MODES, "obs")]
-    if bad:
-        raise ValueError(f"Every entry of `mode` must be 'min', 'max' or 'obs'; got {bad!r}.")
-    if metric is not None and (not isinstance(metric, (list, tuple)) or len(metric) != len(mode)):
-        raise ValueError(
-            f"`mode` is a list of {len(mode)} entries, so `metric` must be a list of as many "
-            f"keys; got {metric!r}."
-        )
 
 
 def _no_evaluated_points(searcher: Searcher) -> str:
@@ -83,7 +42,7 @@ def _no_evaluated_points(searcher: Searcher) -> str:
     )
 
 
-class Searcher:
+class Searcher(MetricModeMixin):
     """Base class for algorithms that suggest one config per trial.
 
     Subclasses override :meth:`suggest`, and usually :meth:`on_trial_complete` to
@@ -101,24 +60,10 @@ class Searcher:
     FINISHED = "FINISHED"
     CKPT_FILE_TMPL = "searcher-state-{}.pkl"
 
-    # Class defaults keep subclasses that skip ``super().__init__()`` working.
-    _metric: Any = None
-    _mode: Any = None
-
     def __init__(self, metric: str | list[str] | None = None, mode: str | list[str] | None = None):
         validate_metric_mode(metric, mode)
         self._metric = metric
         self._mode = mode
-
-    @property
-    def metric(self) -> Any:
-        """The result key being optimised (None until known)."""
-        return self._metric
-
-    @property
-    def mode(self) -> Any:
-        """``"min"`` or ``"max"`` (None until known)."""
-        return self._mode
 
     # ------------------------------------------------------------------ search
     def set_search_properties(
