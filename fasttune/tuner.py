@@ -81,6 +81,9 @@ class Tuner:
         from fasttune.results import ExperimentAnalysis, ResultGrid
 
         executor = self._executor or _default_executor()
+        # Pickled before the plugins are configured, so that a restore gets them as
+        # the user built them.
+        tuner_blob = self._pickle_tuner_inputs()
         spec = build_run_spec(
             self._trainable_cls,
             self._param_space,
@@ -90,7 +93,7 @@ class Tuner:
             executor=executor,
         )
         trials = self._restored_trials(spec) if self._restore else None
-        self._save_tuner(spec)
+        self._save_tuner(spec, tuner_blob)
         controller = TuneController(spec, trials)
         if self._restore:
             from fasttune._internal.restore import restore_plugin_state
@@ -123,29 +126,37 @@ class Tuner:
             self._results = ResultGrid(ExperimentAnalysis(path))
         return self._results
 
-    def _save_tuner(self, spec: Any) -> None:
-        from fasttune._internal.experiment_state import ExperimentStateStore
+    def _pickle_tuner_inputs(self) -> bytes:
+        """What ``Tuner.restore`` needs, pickled; unpicklable parts are left out.
 
-        data = {
+        A left-out ``param_space`` (or config object) must be passed again to
+        ``Tuner.restore``.
+        """
+        import cloudpickle
+
+        data: dict[str, Any] = {
             "param_space": self._param_space,
             "tune_config": self._tune_config,
             "run_config": self._run_config,
-            "experiment_hash": spec.trial_factory.experiment_hash,
-            "trainable_name": spec.meta["trainable_name"],
         }
-        store = ExperimentStateStore(spec.experiment_path)
-        try:
-            store.save_tuner(data)
-        except Exception:
-            # Unpicklable parts (e.g. a callback holding a socket) must be passed again
-            # to Tuner.restore; the rest is still saved.
-            data["run_config"] = None
-            data["tune_config"] = None
+        for drop in (None, ("run_config", "tune_config"), ("param_space",)):
+            for key in drop or ():
+                data[key] = None
             try:
-                store.save_tuner(data)
+                return cloudpickle.dumps(data)
             except Exception:
-                data["param_space"] = None
-                store.save_tuner(data)
+                continue
+        return cloudpickle.dumps({"param_space": None, "tune_config": None, "run_config": None})
+
+    def _save_tuner(self, spec: Any, tuner_blob: bytes) -> None:
+        import cloudpickle
+
+        from fasttune._internal.experiment_state import ExperimentStateStore
+
+        data = cloudpickle.loads(tuner_blob)
+        data["experiment_hash"] = spec.trial_factory.experiment_hash
+        data["trainable_name"] = spec.meta["trainable_name"]
+        ExperimentStateStore(spec.experiment_path).save_tuner(data)
 
     # ------------------------------------------------------------------ restoring
     @classmethod

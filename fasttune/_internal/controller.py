@@ -99,6 +99,8 @@ class TuneController:
         for event in self.spec.executor.poll(timeout):
             self._handle(event)
         self._execute_requests()
+        if self._search_state_dirty:
+            self._save_search_state()
         if self.spec.clock() - self._last_snapshot >= self.spec.snapshot_period_s:
             self.snapshot()
         cb.on_step_end(iteration=self.iteration, trials=self.trials)
@@ -167,8 +169,7 @@ class TuneController:
 
     def _launch(self, trial: Trial, allocation: Any) -> None:
         if self._search_state_dirty:
-            self.state.save_search_state(self.spec.search_alg, self._num_created)
-            self._search_state_dirty = False
+            self._save_search_state()
         if trial.config is not self._recorded_configs.get(trial.trial_id):
             self.state.record_config(trial.trial_id, trial.config)  # e.g. mutated by PBT
         self._recorded_configs[trial.trial_id] = trial.config
@@ -179,6 +180,10 @@ class TuneController:
             self._restoring.add(trial.trial_id)
         self._launched.add(trial.trial_id)
         self._transition(trial, TrialStatus.RUNNING)
+
+    def _save_search_state(self) -> None:
+        self.state.save_search_state(self.spec.search_alg, self._num_created)
+        self._search_state_dirty = False
 
     def _transition(self, trial: Trial, status: TrialStatus) -> None:
         """Set a trial's status, keep the waiting set current, and journal the change."""
@@ -301,6 +306,7 @@ class TuneController:
     def _complete(self, trial: Trial) -> None:
         self.spec.scheduler.on_trial_complete(self.view, trial, trial.last_result)
         self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result)
+        self._search_state_dirty = True  # saved at the end of this step
         self._callback("on_trial_complete", trial)
 
     def _release(self, trial: Trial) -> None:
@@ -341,6 +347,7 @@ class TuneController:
         self._transition(trial, TrialStatus.ERROR)
         self.spec.scheduler.on_trial_error(self.view, trial)
         self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
+        self._search_state_dirty = True
         self._callback("on_trial_error", trial)
 
     # ------------------------------------------------------------------ requests, stop-all

@@ -116,10 +116,14 @@ def configure_plugins(
 
         for plugin in (scheduler, search_alg):
             own = getattr(plugin, "metric", None)
-            if own and own != DEFAULT_METRIC:  # the placeholder for "no metric given"
+            # DEFAULT_METRIC is the placeholder for "no metric given"; a list is a
+            # multi-objective searcher's, which the runner does not rank by.
+            if isinstance(own, str) and own != DEFAULT_METRIC:
                 metric = own
                 break
-    mode = mode or getattr(scheduler, "mode", None) or getattr(search_alg, "mode", None)
+    if not mode:
+        modes = (getattr(scheduler, "mode", None), getattr(search_alg, "mode", None))
+        mode = next((m for m in modes if isinstance(m, str)), None)
     return search_alg, scheduler, metric, mode
 
 
