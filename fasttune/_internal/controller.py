@@ -54,7 +54,7 @@ class TuneController:
         }
         self.iteration = 0
         self.state = ExperimentStateStore(spec.experiment_path)
-        self.view = ControllerView(self.trials, self._has_resources_for)
+        self.view = ControllerView(self.trials, self._has_resources_for, spec.search_alg)
         self._stopping: dict[str, TrialStatus] = {}
         self._after_pause: dict[str, Callable[[Trial], None]] = {}
         self._restoring: set[str] = set()
@@ -263,8 +263,17 @@ class TuneController:
     def _on_saved(self, trial: Trial, checkpoint_path: str) -> None:
         import os
 
+        target = self._stopping.get(trial.trial_id)
+        if target is TrialStatus.RUNNING:
+            return  # interrupted: its later results were dropped, so is this checkpoint
+        if not checkpoint_path:
+            # Nothing to save (a function that has reported no checkpoint): a paused
+            # trial restarts from scratch, as on Ray.
+            if target is TrialStatus.PAUSED:
+                trial.restore_path = None
+            return
         self._register_checkpoint(trial, os.path.basename(checkpoint_path.rstrip(os.sep)))
-        if self._stopping.get(trial.trial_id) is TrialStatus.PAUSED:
+        if target is TrialStatus.PAUSED:
             trial.restore_path = checkpoint_path
 
     def _register_checkpoint(self, trial: Trial, dir_name: str) -> None:
@@ -277,7 +286,14 @@ class TuneController:
         self._callback("on_checkpoint", trial, checkpoint=manager.latest_checkpoint)
 
     def _stop_trial(self, trial: Trial, target: TrialStatus, save: bool | None = None) -> None:
-        if trial.trial_id in self._stopping or trial.trial_id not in self._launched:
+        if trial.trial_id not in self._launched:
+            return
+        current = self._stopping.get(trial.trial_id)
+        if current is not None:
+            if current is TrialStatus.PAUSED and target is TrialStatus.TERMINATED:
+                # A stop while pausing wins: the trial ends instead of waiting PAUSED.
+                self._stopping[trial.trial_id] = target
+                self._after_pause.pop(trial.trial_id, None)
             return
         self._stopping[trial.trial_id] = target
         executor = self.spec.executor

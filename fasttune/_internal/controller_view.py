@@ -20,10 +20,17 @@ class ControllerView:
         self,
         trials: list[Trial],
         has_resources: Callable[[Trial], bool],
+        search_alg: Any = None,
     ):
         self._trials = trials
         self._has_resources = has_resources
+        self._search_alg = search_alg
         self.requests: list[tuple[str, Trial, dict[str, Any]]] = []
+
+    @property
+    def search_alg(self) -> Any:
+        """The experiment's search algorithm (as Ray's ``TuneController.search_alg``)."""
+        return self._search_alg
 
     def get_trials(self) -> list[Trial]:
         return self._trials

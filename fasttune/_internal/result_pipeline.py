@@ -46,14 +46,17 @@ class ResultPipeline:
         flat = flatten_result(result, exclude=_NOT_METRICS)
         self._validate_metrics(trial, flat)
         stopper = spec.stopper
+        # Plugins get their own copy: what they add (e.g. HyperBand's "hyperband_info")
+        # must not reach the result files.
+        seen = dict(flat)
         if (stopper is not None and stopper(trial.trial_id, result)) or trial.should_stop(flat):
             decision = STOP
         else:
-            decision = spec.scheduler.on_trial_result(self.view, trial, flat)
+            decision = spec.scheduler.on_trial_result(self.view, trial, seen)
         if decision == STOP:
             result[R.DONE] = True
         else:
-            spec.search_alg.on_trial_result(trial.trial_id, flat)
+            spec.search_alg.on_trial_result(trial.trial_id, seen)
         trial.update_last_result(result, flat)
         return decision, result
 

@@ -266,6 +266,12 @@ class WorkerLoop:
         iteration = self._trainable.iteration
         if self._saved == (launch.trial_id, iteration):
             return  # e.g. checkpoint_at_end right after a periodic checkpoint
+        if not self._trainable.has_checkpoint_state():
+            # e.g. a function that reported no checkpoint yet: nothing worth saving.
+            self._transport.send(
+                TrialSaved(launch.trial_id, checkpoint_path="", iteration=iteration)
+            )
+            return
         try:
             path = self._trainable.save()
         except _TRIAL_ERRORS as exc:

@@ -194,6 +194,9 @@ class FunctionTrainable(Trainable):
             shutil.copytree(source, checkpoint_dir, dirs_exist_ok=True)
         return os.path.abspath(checkpoint_dir)
 
+    def has_checkpoint_state(self) -> bool:
+        return self._session.loaded_checkpoint is not None
+
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         # Only reached before any checkpoint was reported: there is no user state.
         return None

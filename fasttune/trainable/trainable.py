@@ -248,6 +248,10 @@ class Trainable:
         state.update(payload_kind=kind, payload_path=relative)
         ckpt_io.write_state(directory, state)
 
+    def has_checkpoint_state(self) -> bool:
+        """Whether :meth:`save` would save state worth restoring (runner hint)."""
+        return True
+
     def save_to_object(self) -> bytes:
         """Save to an in-memory object (bytes) that :meth:`restore_from_object` takes."""
         with staging.scratch_dir("fasttune_save_") as tmp:
@@ -393,7 +397,8 @@ class Trainable:
         """Write state to ``checkpoint_dir``; return None, a dict, or a path inside it."""
         raise NotImplementedError(
             f"{type(self).__name__} does not implement save_checkpoint(); implement it "
-            "to save checkpoints, or set CheckpointConfig(checkpoint_at_end=False)."
+            "to save checkpoints (needed by checkpoint_frequency, checkpoint_at_end and "
+            "schedulers that pause trials), or set CheckpointConfig(checkpoint_at_end=False)."
         )
 
     def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
