@@ -54,7 +54,12 @@ class TuneController:
         }
         self.iteration = 0
         self.state = ExperimentStateStore(spec.experiment_path)
-        self.view = ControllerView(self.trials, self._has_resources_for, spec.search_alg)
+        self.view = ControllerView(
+            self.trials,
+            self._has_resources_for,
+            spec.search_alg,
+            lambda: spec.resource_manager.total,
+        )
         self._stopping: dict[str, TrialStatus] = {}
         self._after_pause: dict[str, Callable[[Trial], None]] = {}
         self._restoring: set[str] = set()
@@ -69,6 +74,8 @@ class TuneController:
         self.search_finished = False
         self._search_state_dirty = False
         self._recorded_configs: dict[str, Any] = {}
+        # Trials whose completion the search algorithm was told (saved with its state).
+        self.search_completed: set[str] = set()
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
@@ -182,7 +189,7 @@ class TuneController:
         self._transition(trial, TrialStatus.RUNNING)
 
     def _save_search_state(self) -> None:
-        self.state.save_search_state(self.spec.search_alg, self._num_created)
+        self.state.save_search_state(self.spec.search_alg, self._num_created, self.search_completed)
         self._search_state_dirty = False
 
     def _transition(self, trial: Trial, status: TrialStatus) -> None:
@@ -313,7 +320,7 @@ class TuneController:
             return
         change = self._after_pause.pop(trial.trial_id, None)
         if change is not None:
-            change(trial)
+            self._apply_change(trial, change)
             target = TrialStatus.PENDING
         self._transition(trial, target)
         if target is TrialStatus.TERMINATED:
@@ -322,6 +329,7 @@ class TuneController:
     def _complete(self, trial: Trial) -> None:
         self.spec.scheduler.on_trial_complete(self.view, trial, trial.last_result)
         self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result)
+        self.search_completed.add(trial.trial_id)
         self._search_state_dirty = True  # saved at the end of this step
         self._callback("on_trial_complete", trial)
 
@@ -363,6 +371,7 @@ class TuneController:
         self._transition(trial, TrialStatus.ERROR)
         self.spec.scheduler.on_trial_error(self.view, trial)
         self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
+        self.search_completed.add(trial.trial_id)
         self._search_state_dirty = True
         self._callback("on_trial_error", trial)
 
@@ -383,8 +392,14 @@ class TuneController:
             self._after_pause[trial.trial_id] = change
             self._stop_trial(trial, TrialStatus.PAUSED, save=save)
         elif not trial.is_finished():
-            change(trial)
+            self._apply_change(trial, change)
             self._transition(trial, TrialStatus.PENDING)
+
+    def _apply_change(self, trial: Trial, change: Callable[[Trial], None]) -> None:
+        change(trial)
+        if trial.config is not self._recorded_configs.get(trial.trial_id):
+            self.state.record_config(trial.trial_id, trial.config)
+            self._recorded_configs[trial.trial_id] = trial.config
 
     def _over_time_budget(self) -> bool:
         budget = self.spec.time_budget_s
@@ -419,7 +434,7 @@ class TuneController:
             scheduler=self.spec.scheduler,
             callbacks=self.spec.callbacks,
         )
-        self.state.save_search_state(self.spec.search_alg, self._num_created)
+        self._save_search_state()
         self._last_snapshot = self.spec.clock()
 
     @property

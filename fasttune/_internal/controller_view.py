@@ -21,16 +21,22 @@ class ControllerView:
         trials: list[Trial],
         has_resources: Callable[[Trial], bool],
         search_alg: Any = None,
+        total_resources: Callable[[], dict[str, float]] | None = None,
     ):
         self._trials = trials
         self._has_resources = has_resources
         self._search_alg = search_alg
+        self._total_resources = total_resources
         self.requests: list[tuple[str, Trial, dict[str, Any]]] = []
 
     @property
     def search_alg(self) -> Any:
         """The experiment's search algorithm (as Ray's ``TuneController.search_alg``)."""
         return self._search_alg
+
+    def get_total_resources(self) -> dict[str, float]:
+        """This machine's resources as the runner counts them."""
+        return dict(self._total_resources()) if self._total_resources else {}
 
     def get_trials(self) -> list[Trial]:
         return self._trials
@@ -47,6 +53,10 @@ class ControllerView:
 
     def stop_trial(self, trial: Trial) -> None:
         self.requests.append(("stop", trial, {}))
+
+    def save_trial(self, trial: Trial) -> None:
+        """Checkpoint a running trial right after its current result (it keeps running)."""
+        self.requests.append(("save", trial, {}))
 
     def unpause_trial(self, trial: Trial) -> None:
         """Make a PAUSED trial runnable again (it resumes from its checkpoint)."""

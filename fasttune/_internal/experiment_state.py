@@ -59,6 +59,7 @@ class LoadedExperiment:
     configs: dict[str, Any] = field(default_factory=dict)
     search_state: Any = None
     search_num_trials: int = 0
+    search_completed: frozenset[str] = frozenset()
     scheduler_state: Any = None
     callback_state: Any = None
 
@@ -93,8 +94,18 @@ class ExperimentStateStore:
         blob = cloudpickle.dumps((trial_id, config))
         self._configs.write(len(blob).to_bytes(8, "little") + blob)
 
-    def save_search_state(self, search_alg: Any, num_trials: int) -> None:
-        blob = cloudpickle.dumps({"num_trials": num_trials, "state": search_alg.get_state()})
+    def save_search_state(
+        self, search_alg: Any, num_trials: int, completed: Any = frozenset()
+    ) -> None:
+        """Save the search state, stamped with the trials it produced and the ids whose
+        completion it was told (a restore tells it those that finished after)."""
+        blob = cloudpickle.dumps(
+            {
+                "num_trials": num_trials,
+                "completed": sorted(completed),
+                "state": search_alg.get_state(),
+            }
+        )
         atomic_write_bytes(self._file(SEARCH_STATE_FILE), blob, durable=False)
 
     def snapshot(
@@ -175,6 +186,7 @@ class ExperimentStateStore:
         if search is not None:
             loaded.search_state = search["state"]
             loaded.search_num_trials = int(search["num_trials"])
+            loaded.search_completed = frozenset(search.get("completed", ()))
         loaded.scheduler_state = _load_pickle(self._file(SCHEDULER_STATE_FILE))
         loaded.callback_state = _load_pickle(self._file(CALLBACK_STATE_FILE))
         return loaded

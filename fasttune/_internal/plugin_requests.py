@@ -25,6 +25,9 @@ def apply_request(ctl: TuneController, action: str, trial: Trial, options: dict[
     elif action == "pause":
         if trial.trial_id in ctl._launched:
             ctl._stop_trial(trial, TrialStatus.PAUSED, save=options.get("should_checkpoint", True))
+    elif action == "save":
+        if trial.trial_id in ctl._launched and trial.trial_id not in ctl._stopping:
+            ctl.spec.executor.save_trial(trial.trial_id)
     elif action == "unpause":
         if trial.status is TrialStatus.PAUSED:
             ctl._transition(trial, TrialStatus.PENDING)
@@ -44,9 +47,31 @@ def _exploit(options: dict[str, Any]) -> Any:
         trial.set_config(options["config"])
         if options.get("experiment_tag") is not None:
             trial.set_experiment_tag(options["experiment_tag"])
-        trial.restore_path = os.fspath(path) if path is not None else None
+        trial.restore_path = None
+        if path is not None:
+            # The donor's checkpoint becomes this trial's latest one: copied into its own
+            # directory, so a retry or Tuner.restore resumes from it and the donor's
+            # num_to_keep cannot delete it underneath.
+            trial.restore_path = adopt_checkpoint(trial, os.fspath(path))
 
     return change
+
+
+def adopt_checkpoint(trial: Trial, source: str) -> str:
+    """Copy the checkpoint directory ``source`` into ``trial``'s directory and register it."""
+    import shutil
+
+    from fasttune._internal.launcher import next_checkpoint_index
+    from fasttune.trainable._checkpoint_io import checkpoint_dir_name
+
+    trial_dir = trial.init_local_path()
+    os.makedirs(trial_dir, exist_ok=True)
+    name = checkpoint_dir_name(next_checkpoint_index(trial))
+    target = os.path.join(trial_dir, name)
+    shutil.copytree(source, target)
+    removed = trial.checkpoint_manager.register(name, dict(trial.last_result))
+    trial.checkpoint_manager.delete_files(removed)
+    return target
 
 
 def _new_resources(resources: Any) -> Any:

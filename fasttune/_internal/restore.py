@@ -74,6 +74,13 @@ def restore_plugin_state(controller: Any, loaded: LoadedExperiment) -> None:
     spec = controller.spec
     if loaded.search_state is not None:
         spec.search_alg.set_state(loaded.search_state)
+        # Trials that finished after the search state was last saved: tell it now.
+        for trial in controller.trials:
+            if trial.is_finished() and trial.trial_id not in loaded.search_completed:
+                spec.search_alg.on_trial_complete(
+                    trial.trial_id, trial.last_result, error=trial.status == TrialStatus.ERROR
+                )
+        controller.search_completed.update(t.trial_id for t in controller.trials if t.is_finished())
     if loaded.scheduler_state is not None and hasattr(spec.scheduler, "set_state"):
         spec.scheduler.set_state(loaded.scheduler_state)
     else:

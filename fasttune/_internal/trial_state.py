@@ -48,6 +48,10 @@ def trial_from_state(
         custom_dirname=state.get("custom_dirname"),
     )
     trial.relative_logdir = state["relative_logdir"]
+    if state.get("resources"):
+        from fasttune.execution.placement_groups import PlacementGroupFactory
+
+        trial.placement_group_factory = PlacementGroupFactory.from_json(state["resources"])
     trial.status = TrialStatus(state["status"])
     trial.num_failures = state.get("num_failures", 0)
     trial.error_msg = state.get("error_msg")

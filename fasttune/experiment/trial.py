@@ -282,6 +282,11 @@ class Trial:
             "checkpoint_at_end": self.checkpoint_at_end,
             "results_count": self.results_count,
             "start_time": self.start_time,
+            "resources": (
+                self.placement_group_factory.to_json()
+                if hasattr(self.placement_group_factory, "to_json")
+                else None
+            ),
             "checkpoints": (
                 self.checkpoint_manager.to_json() if self.checkpoint_manager is not None else None
             ),

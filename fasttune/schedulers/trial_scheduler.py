@@ -31,9 +31,18 @@ from fasttune.search._pickled_state import read_pickle, write_pickle
 class ControllerView(Protocol):
     """What a scheduler sees of the experiment controller.
 
-    Reads are snapshots of the controller's state; the two request methods only
-    record a request, which the controller executes once the hook has returned.
+    Reads are snapshots of the controller's state; the request methods only record a
+    request, which the controller executes once the hook has returned.
     """
+
+    @property
+    def search_alg(self) -> Any:
+        """The experiment's search algorithm."""
+        ...
+
+    def get_total_resources(self) -> dict[str, float]:
+        """The machine's resources (``CPU``, ``GPU``, ``memory``, custom names)."""
+        ...
 
     def get_trials(self) -> list[Trial]:
         """All trials of the experiment, in the order they were added."""
@@ -53,6 +62,28 @@ class ControllerView(Protocol):
 
     def stop_trial(self, trial: Trial) -> None:
         """Request that ``trial`` be stopped (it ends TERMINATED)."""
+        ...
+
+    def unpause_trial(self, trial: Trial) -> None:
+        """Request that a PAUSED trial become runnable again."""
+        ...
+
+    def save_trial(self, trial: Trial) -> None:
+        """Request a checkpoint of a running trial right after its current result."""
+        ...
+
+    def exploit_trial(
+        self,
+        trial: Trial,
+        checkpoint: Any,
+        new_config: dict[str, Any],
+        new_experiment_tag: str | None = None,
+    ) -> None:
+        """Request that ``trial`` continue from ``checkpoint`` with ``new_config``."""
+        ...
+
+    def set_trial_resources(self, trial: Trial, resources: Any) -> None:
+        """Request that ``trial`` continue with new resources."""
         ...
 
 

@@ -32,6 +32,25 @@ class ListView:
     def stop_trial(self, trial):
         self.requests.append(("stop", trial))
 
+    def unpause_trial(self, trial):
+        self.requests.append(("unpause", trial))
+
+    def save_trial(self, trial):
+        self.requests.append(("save", trial))
+
+    def exploit_trial(self, trial, checkpoint, new_config, new_experiment_tag=None):
+        self.requests.append(("exploit", trial))
+
+    def set_trial_resources(self, trial, resources):
+        self.requests.append(("resources", trial))
+
+    @property
+    def search_alg(self):
+        return None
+
+    def get_total_resources(self):
+        return {"CPU": 2.0}
+
 
 def make_trial(trial_id, status=TrialStatus.PENDING):
     trial = Trial("train", trial_id=trial_id)
@@ -49,7 +68,10 @@ def test_decision_constants_match_ray():
 
 
 def test_view_satisfies_protocol():
+    from fasttune._internal.controller_view import ControllerView as RunnerView
+
     assert isinstance(ListView([]), ControllerView)
+    assert isinstance(RunnerView([], lambda trial: True), ControllerView)
     assert not isinstance(object(), ControllerView)
 
 
