@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _SAMPLING = [
-    "choice", "grid_search", "lograndint", "loguniform", "qlograndint", "qloguniform",
+    "choice",
+    "create_scheduler",
+    "create_searcher", "grid_search", "lograndint", "loguniform", "qlograndint", "qloguniform",
     "qrandint", "qrandn", "quniform", "randint", "randn", "sample_from", "uniform",
 ]  # fmt: skip
 _TRAINABLE = [
@@ -45,6 +47,8 @@ _ATTRIBUTES: dict[str, str] = {
     "register_trainable": "fasttune.registry",
     "register_env": "fasttune.registry",
     "TuneError": "fasttune.errors",
+    "create_scheduler": "fasttune.schedulers",
+    "create_searcher": "fasttune.search",
     "init": "fasttune._internal.resources",
     "shutdown": "fasttune._internal.resources",
     "is_initialized": "fasttune._internal.resources",
@@ -94,6 +98,8 @@ __all__ = [
     "TuneError",
     "Tuner",
     "choice",
+    "create_scheduler",
+    "create_searcher",
     "get_checkpoint",
     "get_context",
     "grid_search",
@@ -132,6 +138,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load lazily
     from fasttune.progress import CLIReporter, JupyterNotebookReporter, ProgressReporter
     from fasttune.registry import register_env, register_trainable
     from fasttune.results import ExperimentAnalysis, Result, ResultGrid
+    from fasttune.schedulers import create_scheduler
+    from fasttune.search import create_searcher
     from fasttune.search.sample import (
         choice,
         grid_search,

@@ -39,6 +39,10 @@ _LAZY = {
     "SearchGenerator": "fasttune.search.search_generator",
     "Searcher": "fasttune.search.searcher",
     "generate_variants": "fasttune.search.variant_generator",
+    "ConcurrencyLimiter": "fasttune.search.concurrency_limiter",
+    "Repeater": "fasttune.search.repeater",
+    "create_searcher": "fasttune.search._registry",
+    "SEARCH_ALG_IMPORT": "fasttune.search._registry",
 }
 
 
@@ -49,17 +53,21 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "SEARCH_ALG_IMPORT",
     "BasicVariantGenerator",
     "Categorical",
+    "ConcurrencyLimiter",
     "Domain",
     "Float",
     "Function",
     "Integer",
+    "Repeater",
     "SearchAlgorithm",
     "SearchGenerator",
     "Searcher",
     "Suggestion",
     "choice",
+    "create_searcher",
     "generate_variants",
     "grid_search",
     "lograndint",
