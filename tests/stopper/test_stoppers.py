@@ -50,11 +50,13 @@ class Always(Stopper):
 def test_exports():
     assert set(stopper_pkg.__all__) == {
         "CombinedStopper",
+        "ExperimentPlateauStopper",
         "FunctionStopper",
         "MaximumIterationStopper",
         "NoopStopper",
         "Stopper",
         "TimeoutStopper",
+        "TrialPlateauStopper",
         "make_stopper",
     }
 
