@@ -200,7 +200,7 @@ class SearchGenerator(SearchAlgorithm):
     def _searcher_state(self) -> bytes | None:
         try:
             return _saved_searcher(self.searcher)
-        except (NotImplementedError, pickle.PicklingError, TypeError, AttributeError) as error:
+        except Exception as error:  # any library may refuse to pickle; never crash a snapshot
             # A snapshot must not end the experiment; the searcher restarts on resume.
             if not self._warned_unsaved:
                 self._warned_unsaved = True
