@@ -15,13 +15,7 @@ from typing import Any
 from fasttune import result as R
 from fasttune._internal.controller_view import ControllerView
 from fasttune._internal.experiment_state import ExperimentStateStore
-from fasttune._internal.failure import (
-    FailureAction,
-    exception_of,
-    failure_action,
-    short_error,
-    write_error_files,
-)
+from fasttune._internal.failure import handle_failure
 from fasttune._internal.interrupts import GracefulInterrupt
 from fasttune._internal.launcher import make_launch
 from fasttune._internal.plugin_requests import apply_request
@@ -339,41 +333,7 @@ class TuneController:
         self.spec.resource_manager.release(trial.trial_id)
 
     def _on_failed(self, trial: Trial, event: TrialFailed) -> None:
-        was_stopping = self._stopping.pop(trial.trial_id, None)
-        self._release(trial)
-        trial.num_failures += 1
-        trial.error_msg = short_error(event.error)
-        trial.error_file = write_error_files(
-            trial.init_local_path(), trial.num_failures, event.error, event.exception
-        )
-        if self._interrupted:
-            self.state.record_trial(trial)
-            return
-        action = failure_action(trial, self.spec.failure_config.fail_fast, was_stopping is not None)
-        if action is FailureAction.RETRY:
-            latest = trial.checkpoint_manager.latest_checkpoint
-            trial.restore_path = latest.path if latest is not None else None
-            self._transition(trial, TrialStatus.PENDING)
-            logger.warning(
-                "Trial %s failed (%s); retrying %s (failure %d of %s allowed).",
-                trial,
-                trial.error_msg,
-                "from its latest checkpoint" if latest else "from scratch",
-                trial.num_failures,
-                "unlimited" if trial.max_failures < 0 else trial.max_failures,
-            )
-            self._callback("on_trial_recover", trial)
-            return
-        if action is not FailureAction.ERROR:
-            self._stop_all = True
-        if action is FailureAction.RAISE:
-            self._raise = exception_of(event.exception, event.error)
-        self._transition(trial, TrialStatus.ERROR)
-        self.spec.scheduler.on_trial_error(self.view, trial)
-        self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
-        self.search_completed.add(trial.trial_id)
-        self._search_state_dirty = True
-        self._callback("on_trial_error", trial)
+        handle_failure(self, trial, event)
 
     # ------------------------------------------------------------------ requests, stop-all
     def _execute_requests(self) -> None:

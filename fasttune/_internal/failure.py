@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import enum
+import logging
 import os
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fasttune.experiment.trial import TrialStatus
 from fasttune.result import EXPR_ERROR_FILE, EXPR_ERROR_PICKLE_FILE
 from fasttune.storage.filesystem import atomic_write_bytes
+
+if TYPE_CHECKING:
+    from fasttune._internal.controller import TuneController
+    from fasttune.executors.base import TrialFailed
+    from fasttune.experiment.trial import Trial
+
+logger = logging.getLogger(__name__)
 
 
 def write_error_files(
@@ -68,3 +77,42 @@ def exception_of(exception_blob: bytes | None, error_text: str) -> BaseException
     from fasttune.errors import TuneError
 
     return TuneError(error_text)
+
+
+def handle_failure(ctl: TuneController, trial: Trial, event: TrialFailed) -> None:
+    """Record a trial's failure and apply the policy: retry, error, or end the run."""
+    was_stopping = ctl._stopping.pop(trial.trial_id, None)
+    ctl._release(trial)
+    trial.num_failures += 1
+    trial.error_msg = short_error(event.error)
+    trial.error_file = write_error_files(
+        trial.init_local_path(), trial.num_failures, event.error, event.exception
+    )
+    if ctl._interrupted:
+        ctl.state.record_trial(trial)
+        return
+    action = failure_action(trial, ctl.spec.failure_config.fail_fast, was_stopping is not None)
+    if action is FailureAction.RETRY:
+        latest = trial.checkpoint_manager.latest_checkpoint
+        trial.restore_path = latest.path if latest is not None else None
+        ctl._transition(trial, TrialStatus.PENDING)
+        logger.warning(
+            "Trial %s failed (%s); retrying %s (failure %d of %s allowed).",
+            trial,
+            trial.error_msg,
+            "from its latest checkpoint" if latest else "from scratch",
+            trial.num_failures,
+            "unlimited" if trial.max_failures < 0 else trial.max_failures,
+        )
+        ctl._callback("on_trial_recover", trial)
+        return
+    if action is not FailureAction.ERROR:
+        ctl._stop_all = True
+    if action is FailureAction.RAISE:
+        ctl._raise = exception_of(event.exception, event.error)
+    ctl._transition(trial, TrialStatus.ERROR)
+    ctl.spec.scheduler.on_trial_error(ctl.view, trial)
+    ctl.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
+    ctl.search_completed.add(trial.trial_id)
+    ctl._search_state_dirty = True
+    ctl._callback("on_trial_error", trial)
