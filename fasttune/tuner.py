@@ -149,13 +149,15 @@ class Tuner:
         return cloudpickle.dumps({"param_space": None, "tune_config": None, "run_config": None})
 
     def _save_tuner(self, spec: Any, tuner_blob: bytes) -> None:
-        import cloudpickle
-
         from fasttune._internal.experiment_state import ExperimentStateStore
 
-        data = cloudpickle.loads(tuner_blob)
-        data["experiment_hash"] = spec.trial_factory.experiment_hash
-        data["trainable_name"] = spec.meta["trainable_name"]
+        # The inputs stay pickled: unpickling them here would rebind the user's
+        # ``__main__`` classes to copies.
+        data = {
+            "inputs": tuner_blob,
+            "experiment_hash": spec.trial_factory.experiment_hash,
+            "trainable_name": spec.meta["trainable_name"],
+        }
         ExperimentStateStore(spec.experiment_path).save_tuner(data)
 
     # ------------------------------------------------------------------ restoring
@@ -205,6 +207,10 @@ class Tuner:
             )
         store = ExperimentStateStore(path)
         saved = store.load_tuner()
+        if "inputs" in saved:
+            import cloudpickle
+
+            saved = {**cloudpickle.loads(saved["inputs"]), **saved}
         tune_config = saved.get("tune_config") or TuneConfig()
         run_config = copy.copy(saved.get("run_config") or RunConfig())
         run_config.name = os.path.basename(path)
