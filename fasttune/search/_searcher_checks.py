@@ -64,3 +64,21 @@ def check_points(points: Any, searcher: str) -> list[dict[str, Any]]:
             f"{searcher}: `points_to_evaluate` must hold config dicts, got {points!r}."
         )
     return [copy.deepcopy(dict(point)) for point in points]
+
+
+def no_space_error(searcher: str) -> RuntimeError:
+    """The error for a searcher given neither its own space nor domains in ``param_space``."""
+    return RuntimeError(
+        f"{searcher} has no search space: pass `space` to {searcher}(...) or put search "
+        "domains (tune.uniform, tune.choice, ...) in the Tuner's `param_space`. A "
+        "space of constants only cannot be searched; for that leave "
+        "`TuneConfig.search_alg` unset."
+    )
+
+
+def no_space_yet_error(searcher: str) -> RuntimeError:
+    """The error for ``suggest`` called before the searcher got a space."""
+    return RuntimeError(
+        f"{searcher} has no search space yet: pass `space` to {searcher}(...) or a "
+        "`param_space` with search domains to the Tuner."
+    )

@@ -34,7 +34,13 @@ from fasttune.search._bohb_space import (
 from fasttune.search._flat_space import flatten_space
 from fasttune.search._hpbandster import DebugLogger, Job, NumpyState, import_bohb, quiet
 from fasttune.search._metric_mode import validate_metric_mode
-from fasttune.search._searcher_checks import check_options, check_points, check_single_metric
+from fasttune.search._searcher_checks import (
+    check_options,
+    check_points,
+    check_single_metric,
+    no_space_error,
+    no_space_yet_error,
+)
 from fasttune.search._spec_view import contains_unresolved
 from fasttune.search.searcher import Searcher
 
@@ -162,12 +168,7 @@ class TuneBOHB(Searcher):
             self._mode = self._mode or mode
             return False
         if not contains_unresolved(config or {}):
-            raise RuntimeError(
-                f"{_NAME} has no search space: pass `space` to {_NAME}(...) or put search "
-                "domains (tune.uniform, tune.choice, ...) in the Tuner's `param_space`. A "
-                "space of constants only cannot be searched; for that leave "
-                "`TuneConfig.search_alg` unset."
-            )
+            raise no_space_error(_NAME)
         self._metric = metric or self._metric
         self._mode = mode or self._mode
         self._setup(config)
@@ -229,10 +230,7 @@ class TuneBOHB(Searcher):
             RuntimeError: If no space, metric or mode is known yet.
         """
         if self.bohber is None:
-            raise RuntimeError(
-                f"{_NAME} has no search space yet: pass `space` to {_NAME}(...) or a "
-                "`param_space` with search domains to the Tuner."
-            )
+            raise no_space_yet_error(_NAME)
         self._require_metric_mode()
         if 0 < self._max_concurrent <= len(self.running):
             return None

@@ -33,7 +33,13 @@ from fasttune.search._nevergrad_space import (
     native_value,
     to_parametrization,
 )
-from fasttune.search._searcher_checks import check_options, check_points, check_single_metric
+from fasttune.search._searcher_checks import (
+    check_options,
+    check_points,
+    check_single_metric,
+    no_space_error,
+    no_space_yet_error,
+)
 from fasttune.search._spec_view import contains_unresolved
 from fasttune.search.searcher import Searcher
 
@@ -173,12 +179,7 @@ class NevergradSearch(Searcher):
             return False
         flat = flatten_space(config or {}, _NAME)
         if not flat.params:
-            raise RuntimeError(
-                f"{_NAME} has no search space: pass `space` to {_NAME}(...) or put search "
-                "domains (tune.uniform, tune.choice, ...) in the Tuner's `param_space`. A "
-                "space of constants only cannot be searched; for that leave "
-                "`TuneConfig.search_alg` unset."
-            )
+            raise no_space_error(_NAME)
         self._metric = metric or self._metric
         self._mode = mode or self._mode
         self._flat = flat
@@ -245,10 +246,7 @@ class NevergradSearch(Searcher):
             RuntimeError: If no space, metric or mode is known yet.
         """
         if self._optimizer is None:
-            raise RuntimeError(
-                f"{_NAME} has no search space yet: pass `space` to {_NAME}(...) or a "
-                "`param_space` with search domains to the Tuner."
-            )
+            raise no_space_yet_error(_NAME)
         self._require_metric_mode()
         if self._optimizer.no_parallelization and self._live:
             return None  # a sequential optimizer (e.g. NelderMead) waits for its last point
