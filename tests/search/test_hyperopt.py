@@ -26,27 +26,6 @@ def _two_cpus():
     tune.shutdown()
 
 
-@pytest.fixture
-def run_tuner(tmp_path):
-    """Run ``fn`` through a real Tuner (worker processes, files in tmp_path)."""
-
-    def run(fn, searcher, param_space=None, num_samples=8, concurrent=None, **tune_kwargs):
-        tuner = tune.Tuner(
-            fn,
-            param_space=param_space,
-            tune_config=tune.TuneConfig(
-                search_alg=searcher,
-                num_samples=num_samples,
-                max_concurrent_trials=concurrent,
-                **tune_kwargs,
-            ),
-            run_config=tune.RunConfig(storage_path=str(tmp_path / "results"), verbose=0),
-        )
-        return tuner.fit()
-
-    return run
-
-
 def quadratic(config):
     tune.report({"loss": (config["x"] - 0.3) ** 2 + (config["y"] + 0.2) ** 2})
 
