@@ -8,7 +8,6 @@ a trial restored after a crash continues its files.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 from collections.abc import Iterable
@@ -17,7 +16,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from fasttune.callback import Callback
 from fasttune.logger.csv import CSVResultWriter
 from fasttune.logger.json import JsonResultWriter, write_params
-from fasttune.logger.tensorboardx import TBXResultWriter
+from fasttune.logger.tensorboardx import (
+    TBXResultWriter,
+    _tensorboardx_installed,
+    require_tensorboardx,
+)
 from fasttune.result import (
     EXPR_PARAM_FILE,
     EXPR_PARAM_PICKLE_FILE,
@@ -258,49 +261,18 @@ class TBXLoggerCallback(_TrialFileLoggerCallback):
     _takes_flat = True
 
     def __init__(self) -> None:
-        from fasttune._internal._imports import MissingDependencyError
-
-        # Checked without importing it: tensorboardX (with protobuf and numpy) is
-        # imported when the first trial's writer opens, off the start-up path.
-        if not _tensorboardx_installed():
-            raise MissingDependencyError(
-                "TBXLoggerCallback needs the optional package 'tensorboardX', which is not "
-                'installed. Install it with: pip install "fasttune[tensorboard]"'
-            )
+        # Checked without importing it: the events are encoded by fasttune, and
+        # tensorboardX (which imports torch if installed) is imported only for images.
+        require_tensorboardx("TBXLoggerCallback")
         super().__init__()
-        self._broken = False
 
     def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
-        if self._broken:
-            return _NullWriter()
-        try:
-            return TBXResultWriter(logdir)
-        except ImportError as e:  # installed but broken (e.g. a protobuf mismatch)
-            self._broken = True
-            cause = f" ({e.__cause__!r})" if e.__cause__ is not None else ""
-            logger.warning("Not logging to TensorBoard: %s%s", e, cause)
-            return _NullWriter()
+        return TBXResultWriter(logdir)
 
     def _before_close(self, trial: Trial, writer: Any) -> None:
         params = trial.evaluated_params or trial.config
         if params:
             writer.write_hparams(params)
-
-
-class _NullWriter:
-    """Stands in for a writer that could not be created; writes nothing."""
-
-    def write_result(self, result: dict[str, Any], flat: Any = None) -> None:
-        pass
-
-    def write_hparams(self, params: Any, metrics: Any = None) -> bool:
-        return False
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 DEFAULT_CALLBACK_CLASSES: tuple[type[LoggerCallback], ...] = (
@@ -309,10 +281,6 @@ DEFAULT_CALLBACK_CLASSES: tuple[type[LoggerCallback], ...] = (
     TBXLoggerCallback,
 )
 """The logger callbacks a run gets unless the user passed their own (as Ray Tune)."""
-
-
-def _tensorboardx_installed() -> bool:
-    return importlib.util.find_spec("tensorboardX") is not None
 
 
 def needs_default_loggers(user_callbacks: Iterable[Any] | None) -> list[type[LoggerCallback]]:

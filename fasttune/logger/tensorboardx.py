@@ -1,19 +1,26 @@
-"""TensorBoard event files in a trial directory, through tensorboardX (optional).
+"""TensorBoard event files in a trial directory (needs tensorboardX installed, as Ray).
 
 The file-format logic lives in :class:`TBXResultWriter`, which only needs a
 directory; :class:`TBXLogger` (and the driver-side callback) are thin users of it.
-tensorboardX is imported when a writer is created, never when this module is.
+Scalars, histograms and hparams are encoded by :mod:`fasttune.logger._tb_proto`:
+tensorboardX is only imported for images, because importing it imports torch
+when torch is installed. Its presence is still checked (without importing it), so
+fasttune writes TensorBoard files exactly when Ray Tune would.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import numbers
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from fasttune._internal._imports import import_optional
+from fasttune._internal._imports import MissingDependencyError
+from fasttune.logger import _tb_proto
 from fasttune.logger._flatten import flatten_result
+from fasttune.logger._tfevents import EventFileWriter
 from fasttune.logger.logger import Logger
 from fasttune.result import (
     CONFIG,
@@ -32,6 +39,26 @@ TAG_PREFIX = "ray/tune/"
 
 _NOT_LOGGED = frozenset((CONFIG, PID, TIMESTAMP, TIME_TOTAL_S, TRAINING_ITERATION))
 _HPARAM_TYPES = (str, bool, int, float)
+# Characters tensorboardX replaces with "_" in histogram and image tags.
+_INVALID_TAG_CHARACTERS = re.compile(r"[^-/\w\.]")
+
+
+def _tensorboardx_installed() -> bool:
+    """Whether tensorboardX can be imported, found without importing it."""
+    return importlib.util.find_spec("tensorboardX") is not None
+
+
+def require_tensorboardx(feature: str) -> None:
+    """Raise the install hint for ``feature`` unless tensorboardX is installed.
+
+    Raises:
+        MissingDependencyError: tensorboardX is not installed.
+    """
+    if not _tensorboardx_installed():
+        raise MissingDependencyError(
+            f"{feature} needs the optional package 'tensorboardX', which is not installed. "
+            'Install it with: pip install "fasttune[tensorboard]"'
+        )
 
 
 def _is_number(value: Any) -> bool:
@@ -46,7 +73,38 @@ def _hparam_value(value: Any) -> Any:
     """``value`` as a builtin hparam value, or None if it cannot be one."""
     if type(value).__module__ == "numpy" and hasattr(value, "item"):
         value = value.item() if getattr(value, "ndim", 0) == 0 else None
+    if type(value) is int:
+        try:
+            float(value)
+        except OverflowError:
+            return None  # no double holds it
     return value if isinstance(value, _HPARAM_TYPES) else None
+
+
+def _histogram_value(np: Any, tag: str, array: Any) -> bytes:
+    """A histogram ``Summary.Value`` of ``array`` (bins chosen by numpy's "auto" rule).
+
+    TensorBoard reads only the right limit of each bucket, so an empty bucket is
+    put left of the first one to show its left edge (as tensorboardX does).
+
+    Raises:
+        ValueError: ``array`` holds NaN or infinite values.
+    """
+    values = array.reshape(-1).astype(float)
+    counts, limits = np.histogram(values, bins="auto")
+    nonzero = np.flatnonzero(counts)
+    start, end = int(nonzero[0]), int(nonzero[-1]) + 1
+    counts = counts[start - 1 : end] if start > 0 else np.concatenate([[0], counts[:end]])
+    return _tb_proto.histogram_value(
+        _INVALID_TAG_CHARACTERS.sub("_", tag).lstrip("/"),
+        min=values.min(),
+        max=values.max(),
+        num=len(values),
+        sum=values.sum(),
+        sum_squares=values.dot(values),
+        bucket_limit=limits[start : end + 1].tolist(),
+        bucket=counts.tolist(),
+    )
 
 
 class TBXResultWriter:
@@ -60,24 +118,17 @@ class TBXResultWriter:
 
     Args:
         logdir: The trial directory.
-        flush_secs: How often tensorboardX flushes its queue to the file.
+        flush_secs: How often buffered events are flushed to the file.
 
     Raises:
         MissingDependencyError: tensorboardX is not installed.
     """
 
     def __init__(self, logdir: str, flush_secs: int = 30):
-        tensorboardx = import_optional("tensorboardX", extra="tensorboard", feature="TBXLogger")
-        import numpy as np  # available: tensorboardX needs it
-        from tensorboardX.proto import summary_pb2
-
-        from fasttune.logger._tfevents import EventFileWriter
-
-        self._np = np
-        self._summary = tensorboardx.summary
-        self._summary_cls = summary_pb2.Summary
-        self._value_cls = summary_pb2.Summary.Value
+        require_tensorboardx("TBXLogger")
         self._writer = EventFileWriter(logdir, flush_secs=flush_secs)
+        # Per flattened key: its tag and the encoded start of its scalar entry.
+        self._scalar_prefixes: dict[str, tuple[str, bytes]] = {}
         self._last_metrics: dict[str, float] = {}
         self._count = 0
         self._warned: set[str] = set()
@@ -100,44 +151,60 @@ class TBXResultWriter:
         self._count += 1
         step = result.get(TIMESTEPS_TOTAL) or result.get(TRAINING_ITERATION) or self._count
         metrics: dict[str, float] = {}
-        values = []
-        value_cls = self._value_cls
+        entries = []
+        prefixes = self._scalar_prefixes
+        float32 = _tb_proto.float32
         if flat is None:
             flat = flatten_result(result, _NOT_LOGGED)
         for key, value in flat.items():
             if key in _NOT_LOGGED:
                 continue
-            tag = TAG_PREFIX + key
             cls = type(value)
             if cls is float or cls is int or (cls is not str and _is_number(value)):
-                number = float(value)
+                try:
+                    number = float(value)
+                except OverflowError:  # an int beyond any double
+                    number = float("inf") if value > 0 else float("-inf")
                 if number == number:  # not NaN
-                    metrics[tag] = number
-                    values.append(value_cls(tag=tag, simple_value=number))
+                    cached = prefixes.get(key)
+                    if cached is None:
+                        tag = TAG_PREFIX + key
+                        cached = prefixes[key] = (tag, _tb_proto.scalar_entry_prefix(tag))
+                    metrics[cached[0]] = number
+                    entries.append(cached[1] + float32(number))
             elif isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
-                self._write_array(tag, value, step)
-        if values:
-            self._writer.write_summary(self._summary_cls(value=values), step)
+                self._write_array(TAG_PREFIX + key, value, step)
+        if entries:
+            self._writer.write_summary(b"".join(entries), step)
         self._last_metrics = metrics
 
     def _write_array(self, tag: str, value: Any, step: int) -> None:
-        np = self._np
+        import numpy as np
+
         try:
             array = np.asarray(value)
             if array.size == 0 or array.dtype.kind not in "biuf":
                 return
-            summary = self._summary
-            if array.ndim == 3:
-                proto = summary.image(tag, array, dataformats="CHW")
-            elif array.ndim == 4:
-                proto = summary.image(tag, array, dataformats="NCHW")
+            if array.ndim in (3, 4):
+                summary = self._image_summary(tag, array)
             else:
-                proto = summary.histogram(tag, array, bins="auto")
-            self._writer.write_summary(proto, step)
+                summary = _tb_proto.summary([_histogram_value(np, tag, array)])
+            self._writer.write_summary(summary, step)
         except Exception as e:
             if tag not in self._warned:
                 self._warned.add(tag)
                 logger.warning("Could not log %s to TensorBoard (%s); skipping it.", tag, e)
+
+    @staticmethod
+    def _image_summary(tag: str, array: Any) -> bytes:
+        """An image (3-d, CHW) or image batch (4-d, NCHW) summary, made by tensorboardX.
+
+        The only use of tensorboardX (imported here, so only when images are logged).
+        """
+        from tensorboardX import summary
+
+        dataformats = "CHW" if array.ndim == 3 else "NCHW"
+        return summary.image(tag, array, dataformats=dataformats).SerializeToString()
 
     def write_hparams(
         self, params: Mapping[str, Any], metrics: Mapping[str, float] | None = None
@@ -155,8 +222,6 @@ class TBXResultWriter:
         Returns:
             Whether the hparams were written.
         """
-        from tensorboardX.summary import hparams
-
         metrics = self._last_metrics if metrics is None else dict(metrics)
         kept: dict[str, Any] = {}
         dropped = []
@@ -171,9 +236,9 @@ class TBXResultWriter:
         if not kept or not metrics:
             return False
         try:
-            summaries = hparams(hparam_dict=kept, metric_dict=metrics)
-        except Exception:
-            logger.exception("tensorboardX could not log the hyperparameters %s", kept)
+            summaries = _tb_proto.hparams_summaries(kept, metrics)
+        except Exception:  # e.g. a name that is not valid UTF-8
+            logger.exception("Could not log the hyperparameters %s to TensorBoard", kept)
             return False
         for summary in summaries:
             self._writer.write_summary(summary)

@@ -312,8 +312,8 @@ def test_env_var_disables_defaults(monkeypatch) -> None:
     assert JsonLoggerCallback in needs_default_loggers([])
 
 
-def test_broken_tensorboardx_is_skipped_with_a_warning(
-    tmp_path, monkeypatch, caplog, make_trial
+def test_broken_tensorboardx_only_costs_images(
+    tmp_path, monkeypatch, caplog, make_trial, read_events
 ) -> None:
     fake = tmp_path / "site" / "tensorboardX"
     fake.mkdir(parents=True)
@@ -321,15 +321,21 @@ def test_broken_tensorboardx_is_skipped_with_a_warning(
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.delitem(sys.modules, "tensorboardX", raising=False)
     monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
-    assert TBXLoggerCallback in needs_default_loggers([])  # found, not yet imported
+    assert TBXLoggerCallback in needs_default_loggers([])  # found, not imported
     callbacks = default_logger_callbacks()
     assert _names(callbacks) == ["CSVLoggerCallback", "JsonLoggerCallback", "TBXLoggerCallback"]
     trial = make_trial()
-    with caplog.at_level("WARNING", logger="fasttune.logger.logger_callback"):
-        for cb in callbacks:  # tensorboardX is imported when the first trial starts
+    result = {"x": 1, "image": [[[0.0, 1.0]]]}  # a 3-d value: an image, made by tensorboardX
+    with caplog.at_level("WARNING", logger="fasttune.logger"):
+        for cb in callbacks:
             cb.on_trial_start(iteration=0, trials=[trial], trial=trial)
-            cb.on_trial_result(iteration=1, trials=[trial], trial=trial, result={"x": 1})
+            cb.on_trial_result(iteration=1, trials=[trial], trial=trial, result=result)
             cb.on_trial_complete(iteration=2, trials=[trial], trial=trial)
-    assert "protobuf mismatch" in caplog.text
-    files = os.listdir(trial.local_path)
-    assert "result.json" in files and not [f for f in files if "tfevents" in f]
+    assert "protobuf mismatch" in caplog.text and "ray/tune/image" in caplog.text
+    tags = {v.tag for e in read_events(trial.local_path) for v in e.summary.value}
+    assert tags == {
+        "ray/tune/x",
+        "_hparams_/experiment",
+        "_hparams_/session_start_info",
+        "_hparams_/session_end_info",
+    }
