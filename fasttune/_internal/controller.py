@@ -14,7 +14,7 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._internal.controller_view import ControllerView
-from fasttune._internal.experiment_state import ExperimentStateStore
+from fasttune._internal.experiment_state import CompletionBitmap, ExperimentStateStore
 from fasttune._internal.failure import handle_failure
 from fasttune._internal.interrupts import GracefulInterrupt
 from fasttune._internal.launcher import make_launch
@@ -40,6 +40,8 @@ class TuneController:
         self.spec = spec
         self.trials: list[Trial] = list(trials or [])
         self._by_id = {t.trial_id: t for t in self.trials}
+        # Creation order of each trial: waiting and live trials are listed in it.
+        self._position = {t.trial_id: i for i, t in enumerate(self.trials)}
         # PENDING and PAUSED trials, in creation order (kept by _transition).
         self._waiting: dict[str, Trial] = {
             t.trial_id: t
@@ -47,12 +49,14 @@ class TuneController:
             if t.status in (TrialStatus.PENDING, TrialStatus.PAUSED)
         }
         self.iteration = 0
-        self.state = ExperimentStateStore(spec.experiment_path)
+        self.state = ExperimentStateStore(spec.experiment_path, positions=self._position)
         self.view = ControllerView(
             self.trials,
             self._has_resources_for,
             spec.search_alg,
             lambda: spec.resource_manager.total,
+            waiting_trials=self._waiting_trials,
+            live_trials=self._live_trials,
         )
         self._stopping: dict[str, TrialStatus] = {}
         self._after_pause: dict[str, Callable[[Trial], None]] = {}
@@ -69,7 +73,7 @@ class TuneController:
         self._search_state_dirty = False
         self._recorded_configs: dict[str, Any] = {}
         # Trials whose completion the search algorithm was told (saved with its state).
-        self.search_completed: set[str] = set()
+        self.search_completed = CompletionBitmap(self._position)
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
@@ -135,9 +139,16 @@ class TuneController:
             self._launch(trial, allocation)
 
     def _fill_pending(self) -> None:
-        """Keep up to ``max_pending_trials`` trials created ahead of time (as Ray does)."""
+        """Keep up to ``max_pending_trials`` trials created ahead of time (as Ray does).
+
+        Refilled once half are gone rather than one by one: the search state must be
+        saved before a new trial starts, so trials created together share one save.
+        """
+        limit = self.spec.max_pending_trials
         pending = self._num_pending()
-        while pending < self.spec.max_pending_trials and self._create_trial():
+        if pending > limit // 2:
+            return
+        while pending < limit and self._create_trial():
             pending += 1
 
     def _create_trial(self) -> bool:
@@ -156,6 +167,7 @@ class TuneController:
         trial = self.spec.trial_factory.create(trial_id, self._num_created, suggestion)
         self.spec.resource_manager.check_fits(trial.placement_group_factory, str(trial))
         self._num_created += 1
+        self._position[trial.trial_id] = len(self.trials)
         self.trials.append(trial)
         self._by_id[trial.trial_id] = trial
         self._waiting[trial.trial_id] = trial
@@ -194,6 +206,19 @@ class TuneController:
         else:
             self._waiting.pop(trial.trial_id, None)
         self.state.record_trial(trial)
+
+    def _in_creation_order(self, trials: Any) -> list[Trial]:
+        return sorted(trials, key=lambda t: self._position[t.trial_id])
+
+    def _waiting_trials(self) -> list[Trial]:
+        """PENDING and PAUSED trials in creation order, in O(waiting trials)."""
+        return self._in_creation_order(self._waiting.values())
+
+    def _live_trials(self) -> list[Trial]:
+        """Unfinished trials in creation order, in O(live trials)."""
+        by_id = self._by_id
+        running = (by_id[i] for i in self._launched if i not in self._waiting)
+        return self._in_creation_order([*self._waiting.values(), *running])
 
     def _num_pending(self) -> int:
         return sum(1 for t in self._waiting.values() if t.status is TrialStatus.PENDING)
@@ -323,8 +348,9 @@ class TuneController:
     def _complete(self, trial: Trial) -> None:
         self.spec.scheduler.on_trial_complete(self.view, trial, trial.last_result)
         self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result)
+        # Saved with the next search state (before the next new trial starts, or at the
+        # next snapshot); a restore tells the searcher what finished after that save.
         self.search_completed.add(trial.trial_id)
-        self._search_state_dirty = True  # saved at the end of this step
         self._callback("on_trial_complete", trial)
 
     def _release(self, trial: Trial) -> None:

@@ -22,11 +22,15 @@ class ControllerView:
         has_resources: Callable[[Trial], bool],
         search_alg: Any = None,
         total_resources: Callable[[], dict[str, float]] | None = None,
+        waiting_trials: Callable[[], list[Trial]] | None = None,
+        live_trials: Callable[[], list[Trial]] | None = None,
     ):
         self._trials = trials
         self._has_resources = has_resources
         self._search_alg = search_alg
         self._total_resources = total_resources
+        self._waiting_trials = waiting_trials
+        self._live_trials = live_trials
         self.requests: list[tuple[str, Trial, dict[str, Any]]] = []
 
     @property
@@ -39,10 +43,28 @@ class ControllerView:
         return dict(self._total_resources()) if self._total_resources else {}
 
     def get_trials(self) -> list[Trial]:
+        """Every trial of the experiment, in creation order (the live list: do not change it)."""
         return self._trials
 
     def get_live_trials(self) -> list[Trial]:
+        """Trials not finished yet, in creation order.
+
+        Costs O(live trials) when the controller keeps the live set, so schedulers may
+        call it on every result however many trials have finished.
+        """
+        if self._live_trials is not None:
+            return self._live_trials()
         return [t for t in self._trials if not t.is_finished()]
+
+    def get_waiting_trials(self) -> list[Trial]:
+        """PENDING and PAUSED trials, in creation order: the candidates to start next.
+
+        Costs O(waiting trials), not O(all trials).
+        """
+        if self._waiting_trials is not None:
+            return self._waiting_trials()
+        waiting = (TrialStatus.PENDING, TrialStatus.PAUSED)
+        return [t for t in self._trials if t.status in waiting]
 
     def has_resources_for_trial(self, trial: Trial) -> bool:
         return self._has_resources(trial)

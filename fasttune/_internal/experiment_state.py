@@ -2,16 +2,26 @@
 
 Layout of an experiment directory (besides one directory per trial):
 
-- ``experiment_state.json``: snapshot of every trial's state (atomic, durable);
+- ``trial_states.jsonl``: base records, one JSON line per trial state. The first
+  snapshot of a run writes every trial here (atomically); later snapshots append
+  the trials that finished (or changed while finished) since the one before, so
+  a finished trial is written once, not at every snapshot;
+- ``experiment_state.json``: snapshot of the trials that are not finished (atomic,
+  durable), so its cost follows the live trials, not the experiment's size;
 - ``experiment_state.journal``: one JSON line per trial change since the snapshot
   (a trial added, started, checkpointed, failed, finished). Lines carry a sequence
   number; lines at or below the snapshot's number are already in it. Results are
   never journaled (they live in each trial's ``result.json``), so the cost of the
   state does not grow with the number of results;
+
+  Reading applies base records, then the snapshot, then the journal, later ones
+  winning; each record carries the trial's creation position (``pos``), which
+  orders the trials;
 - ``trial_configs.pkl``: append-only, length-prefixed pickles of ``(trial_id,
   config)``, written when a trial is created or (re)started; the last one wins;
 - ``search_state.pkl``: the search algorithm's state, stamped with the number of
-  trials it has produced. It is written *before* a new trial may start, so a trial
+  trials it has produced and a bitmap (by creation position) of the trials whose
+  completion it was told. It is written *before* a new trial may start, so a trial
   found on disk beyond that stamp never ran and is dropped on restore (the
   searcher suggests it again);
 - ``scheduler_state.pkl``, ``callback_state.pkl``: saved with each snapshot;
@@ -34,12 +44,14 @@ from fasttune.storage.filesystem import atomic_write_bytes, atomic_write_text
 
 SNAPSHOT_FILE = "experiment_state.json"
 JOURNAL_FILE = "experiment_state.journal"
+BASE_FILE = "trial_states.jsonl"
 CONFIGS_FILE = "trial_configs.pkl"
 SEARCH_STATE_FILE = "search_state.pkl"
 SCHEDULER_STATE_FILE = "scheduler_state.pkl"
 CALLBACK_STATE_FILE = "callback_state.pkl"
 TUNER_FILE = "tuner.pkl"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
 
 
 def trial_state(trial: Any) -> dict[str, Any]:
@@ -64,17 +76,70 @@ class LoadedExperiment:
     callback_state: Any = None
 
 
+class CompletionBitmap:
+    """Trial ids the search algorithm was told finished, one bit per creation position.
+
+    Saved with the search state: a copy of n/8 bytes, where a sorted id list cost
+    O(n log n) per save.
+    """
+
+    def __init__(self, position: dict[str, int], bits: bytes = b""):
+        self._position = position
+        self._bits = bytearray(bits)
+
+    def add(self, trial_id: str) -> None:
+        pos = self._position[trial_id]
+        byte = pos >> 3
+        if byte >= len(self._bits):
+            self._bits.extend(bytes(byte + 1 - len(self._bits) + 64))
+        self._bits[byte] |= 1 << (pos & 7)
+
+    def update(self, trial_ids: Any) -> None:
+        for trial_id in trial_ids:
+            self.add(trial_id)
+
+    def __contains__(self, trial_id: object) -> bool:
+        pos = self._position.get(trial_id)  # type: ignore[call-overload]
+        if pos is None or pos >> 3 >= len(self._bits):
+            return False
+        return bool(self._bits[pos >> 3] & (1 << (pos & 7)))
+
+    def to_bytes(self) -> bytes:
+        return bytes(self._bits)
+
+
+def positions_in_bitmap(bits: bytes) -> list[int]:
+    """The creation positions whose bit is set."""
+    return [i * 8 + b for i, byte in enumerate(bits) if byte for b in range(8) if byte >> b & 1]
+
+
 class ExperimentStateStore:
     """Reads and writes one experiment's state files."""
 
-    def __init__(self, experiment_path: str):
+    def __init__(self, experiment_path: str, positions: dict[str, int] | None = None):
         self.path = experiment_path
         self._seq = 0
         self._journal: Any = None
         self._configs: Any = None
+        # Creation position of each trial id: the controller's own map when it gives
+        # one, else the order in which this store first sees the trials.
+        self._pos: dict[str, int] = positions if positions is not None else {}
+        # Unfinished trials (listed by each snapshot) and trials journaled since the
+        # last snapshot (finished ones among them become base records).
+        self._live: dict[str, Any] = {}
+        self._changed: dict[str, Any] = {}
+        self._based = False  # whether this run wrote the full base file yet
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
+
+    def _state(self, trial: Any) -> dict[str, Any]:
+        state = trial_state(trial)
+        pos = self._pos.get(trial.trial_id)
+        if pos is None:
+            pos = self._pos[trial.trial_id] = len(self._pos)
+        state["pos"] = pos
+        return state
 
     # ------------------------------------------------------------------ writing
     def record_trial(self, trial: Any) -> None:
@@ -83,8 +148,14 @@ class ExperimentStateStore:
             os.makedirs(self.path, exist_ok=True)
             self._journal = open(self._file(JOURNAL_FILE), "ab", buffering=0)  # noqa: SIM115
         self._seq += 1
-        line = json.dumps({"seq": self._seq, "trial": trial_state(trial)}) + "\n"
+        line = json.dumps({"seq": self._seq, "trial": self._state(trial)}) + "\n"
         self._journal.write(line.encode("utf-8"))
+        trial_id = trial.trial_id
+        self._changed[trial_id] = trial
+        if trial.is_finished():
+            self._live.pop(trial_id, None)
+        else:
+            self._live[trial_id] = trial
 
     def record_config(self, trial_id: str, config: dict[str, Any]) -> None:
         """Append a trial's config (pickled, length-prefixed) to the configs log."""
@@ -95,14 +166,14 @@ class ExperimentStateStore:
         self._configs.write(len(blob).to_bytes(8, "little") + blob)
 
     def save_search_state(
-        self, search_alg: Any, num_trials: int, completed: Any = frozenset()
+        self, search_alg: Any, num_trials: int, completed: CompletionBitmap | None = None
     ) -> None:
-        """Save the search state, stamped with the trials it produced and the ids whose
-        completion it was told (a restore tells it those that finished after)."""
+        """Save the search state, stamped with the trials it produced and the trials
+        whose completion it was told (a restore tells it those that finished after)."""
         blob = cloudpickle.dumps(
             {
                 "num_trials": num_trials,
-                "completed": sorted(completed),
+                "completed_bits": completed.to_bytes() if completed is not None else b"",
                 "state": search_alg.get_state(),
             }
         )
@@ -125,16 +196,41 @@ class ExperimentStateStore:
             atomic_write_bytes(
                 self._file(CALLBACK_STATE_FILE), cloudpickle.dumps(callbacks.get_state())
             )
+        self._write_base(trials)
         document = {
             "version": FORMAT_VERSION,
             "timestamp": time.time(),
             "journal_seq": self._seq,
             "meta": to_builtin(meta),
-            "trials": [trial_state(t) for t in trials],
+            "trials": [self._state(t) for t in self._live.values()],
         }
         atomic_write_text(self._file(SNAPSHOT_FILE), json.dumps(document))
         if self._journal is not None:
             self._journal.truncate(0)
+
+    def _write_base(self, trials: list[Any]) -> None:
+        """Make the base records hold every trial the snapshot will not list."""
+        if not self._based:
+            # First snapshot of this run: every trial, in creation order (O(trials) once).
+            for trial in trials:
+                self._state_position(trial)
+            self._live = {t.trial_id: t for t in trials if not t.is_finished()}
+            lines = "".join(json.dumps(self._state(t)) + "\n" for t in trials)
+            atomic_write_text(self._file(BASE_FILE), lines)
+            self._based = True
+        else:
+            finished = [t for t in self._changed.values() if t.is_finished()]
+            if finished:
+                lines = "".join(json.dumps(self._state(t)) + "\n" for t in finished)
+                with open(self._file(BASE_FILE), "ab") as f:
+                    f.write(lines.encode("utf-8"))
+                    f.flush()
+                    os.fsync(f.fileno())  # before the snapshot stops listing them
+        self._changed = {}
+
+    def _state_position(self, trial: Any) -> None:
+        if trial.trial_id not in self._pos:
+            self._pos[trial.trial_id] = len(self._pos)
 
     def save_tuner(self, data: dict[str, Any]) -> None:
         atomic_write_bytes(self._file(TUNER_FILE), cloudpickle.dumps(data))
@@ -160,33 +256,46 @@ class ExperimentStateStore:
             )
         with open(snapshot_path, encoding="utf-8") as f:
             document = json.load(f)
-        if document.get("version") != FORMAT_VERSION:
+        if document.get("version") not in _READABLE_VERSIONS:
             raise ValueError(
                 f"{snapshot_path} has state format version {document.get('version')}, but this "
-                f"fasttune reads version {FORMAT_VERSION}."
+                f"fasttune reads versions {_READABLE_VERSIONS}."
             )
-        trials = {t["trial_id"]: t for t in document["trials"]}
-        order = [t["trial_id"] for t in document["trials"]]
-        last_seq = int(document.get("journal_seq", 0))
-        for entry in _read_journal(self._file(JOURNAL_FILE)):
-            if entry["seq"] <= int(document.get("journal_seq", 0)):
-                continue
-            state = entry["trial"]
-            if state["trial_id"] not in trials:
-                order.append(state["trial_id"])
+        # Base records, then the snapshot, then the journal: later records win.
+        trials: dict[str, dict[str, Any]] = {}
+        for state in _read_json_lines(self._file(BASE_FILE)):
             trials[state["trial_id"]] = state
+        for state in document["trials"]:
+            trials[state["trial_id"]] = state
+        snapshot_seq = int(document.get("journal_seq", 0))
+        last_seq = snapshot_seq
+        for entry in _read_json_lines(self._file(JOURNAL_FILE)):
+            if entry["seq"] <= snapshot_seq:
+                continue
+            trials[entry["trial"]["trial_id"]] = entry["trial"]
             last_seq = max(last_seq, entry["seq"])
         self._seq = last_seq
+        # Version 1 records carry no position: their order of first sight is creation order.
+        first_seen = {trial_id: i for i, trial_id in enumerate(trials)}
+        ordered = sorted(trials.values(), key=lambda t: t.get("pos", first_seen[t["trial_id"]]))
+        self._pos = {state["trial_id"]: i for i, state in enumerate(ordered)}
         loaded = LoadedExperiment(
             meta=document.get("meta", {}),
-            trials=[trials[i] for i in order],
+            trials=ordered,
             configs=_read_configs(self._file(CONFIGS_FILE)),
         )
         search = _load_pickle(self._file(SEARCH_STATE_FILE))
         if search is not None:
             loaded.search_state = search["state"]
             loaded.search_num_trials = int(search["num_trials"])
-            loaded.search_completed = frozenset(search.get("completed", ()))
+            if "completed_bits" in search:
+                loaded.search_completed = frozenset(
+                    ordered[pos]["trial_id"]
+                    for pos in positions_in_bitmap(search["completed_bits"])
+                    if pos < len(ordered)
+                )
+            else:  # version 1: a list of ids
+                loaded.search_completed = frozenset(search.get("completed", ()))
         loaded.scheduler_state = _load_pickle(self._file(SCHEDULER_STATE_FILE))
         loaded.callback_state = _load_pickle(self._file(CALLBACK_STATE_FILE))
         return loaded
@@ -203,7 +312,7 @@ def _state_of(plugin: Any) -> Any:
     return get_state() if callable(get_state) else None
 
 
-def _read_journal(path: str) -> list[dict[str, Any]]:
+def _read_json_lines(path: str) -> list[dict[str, Any]]:
     if not os.path.exists(path):
         return []
     entries = []

@@ -113,6 +113,5 @@ def handle_failure(ctl: TuneController, trial: Trial, event: TrialFailed) -> Non
     ctl._transition(trial, TrialStatus.ERROR)
     ctl.spec.scheduler.on_trial_error(ctl.view, trial)
     ctl.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
-    ctl.search_completed.add(trial.trial_id)
-    ctl._search_state_dirty = True
+    ctl.search_completed.add(trial.trial_id)  # saved with the next search state
     ctl._callback("on_trial_error", trial)

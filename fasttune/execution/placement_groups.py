@@ -200,14 +200,19 @@ class PlacementGroupFactory:
         )
 
     def _key(self) -> tuple[Any, ...]:
-        bundles = tuple(tuple(sorted(b.items())) for b in self._bundles)
-        return (
-            bundles,
-            self._strategy,
-            self._head_bundle_is_empty,
-            _freeze(list(self._args)),
-            _freeze(self._kwargs),
-        )
+        # Computed once: a factory never changes after construction, and the resource
+        # manager looks requests up by factory on every scheduling decision.
+        key = self.__dict__.get("_cached_key")
+        if key is None:
+            bundles = tuple(tuple(sorted(b.items())) for b in self._bundles)
+            key = self.__dict__["_cached_key"] = (
+                bundles,
+                self._strategy,
+                self._head_bundle_is_empty,
+                _freeze(list(self._args)),
+                _freeze(self._kwargs),
+            )
+        return key
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PlacementGroupFactory):

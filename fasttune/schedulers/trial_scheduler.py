@@ -52,6 +52,10 @@ class ControllerView(Protocol):
         """Trials that are not finished (PENDING, RUNNING or PAUSED)."""
         ...
 
+    def get_waiting_trials(self) -> list[Trial]:
+        """PENDING and PAUSED trials in the order they were added (O(waiting trials))."""
+        ...
+
     def has_resources_for_trial(self, trial: Trial) -> bool:
         """Whether ``trial`` could be started now."""
         ...
@@ -189,7 +193,8 @@ class FIFOScheduler(TrialScheduler):
 
     def choose_trial_to_run(self, tune_controller: ControllerView) -> Trial | None:
         """The first PENDING trial that fits the free resources, else the first PAUSED one."""
-        trials = tune_controller.get_trials()
+        # Only the waiting trials: scanning every trial made each start O(all trials).
+        trials = tune_controller.get_waiting_trials()
         for status in (TrialStatus.PENDING, TrialStatus.PAUSED):
             for trial in trials:
                 if trial.status == status and tune_controller.has_resources_for_trial(trial):

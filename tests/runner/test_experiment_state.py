@@ -6,6 +6,7 @@ import os
 
 import fasttune as tune
 from fasttune._internal.experiment_state import (
+    BASE_FILE,
     JOURNAL_FILE,
     SNAPSHOT_FILE,
     ExperimentStateStore,
@@ -19,8 +20,8 @@ def chatty(config):
 
 
 def _state_bytes(path: str) -> int:
-    return sum(os.path.getsize(os.path.join(path, f)) for f in (SNAPSHOT_FILE, JOURNAL_FILE)
-               if os.path.exists(os.path.join(path, f)))  # fmt: skip
+    files = [os.path.join(path, f) for f in (SNAPSHOT_FILE, JOURNAL_FILE, BASE_FILE)]
+    return sum(os.path.getsize(f) for f in files if os.path.exists(f))
 
 
 def test_state_size_does_not_grow_with_results(run_config):

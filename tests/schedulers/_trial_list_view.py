@@ -20,6 +20,9 @@ class TrialListView:
     def get_live_trials(self) -> list[Trial]:
         return [t for t in self.trials if not t.is_finished()]
 
+    def get_waiting_trials(self):
+        return [t for t in self.trials if t.status in (TrialStatus.PENDING, TrialStatus.PAUSED)]
+
     def has_resources_for_trial(self, trial: Trial) -> bool:
         return True
 

@@ -23,6 +23,9 @@ class ListView:
     def get_live_trials(self):
         return [t for t in self._trials if not t.is_finished()]
 
+    def get_waiting_trials(self):
+        return [t for t in self._trials if t.status in (TrialStatus.PENDING, TrialStatus.PAUSED)]
+
     def has_resources_for_trial(self, trial):
         return trial.trial_id not in self._without_resources
 

@@ -1,0 +1,122 @@
+"""Base records + live-only snapshots + journal: each finished trial written once."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from fasttune._internal.experiment_state import (
+    BASE_FILE,
+    JOURNAL_FILE,
+    SNAPSHOT_FILE,
+    CompletionBitmap,
+    ExperimentStateStore,
+    positions_in_bitmap,
+)
+from fasttune.experiment.trial import Trial, TrialStatus
+
+
+def make_trials(path: str, n: int) -> list[Trial]:
+    return [Trial("f", trial_id=f"abc_{i:05d}", experiment_path=path) for i in range(n)]
+
+
+def lines(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def finish(store: ExperimentStateStore, trial: Trial, value: int) -> None:
+    trial.last_result = {"x": value}
+    trial.set_status(TrialStatus.TERMINATED)
+    store.record_trial(trial)
+
+
+def test_snapshot_lists_only_live_trials_and_base_grows_by_finished_ones(tmp_path):
+    path = str(tmp_path)
+    store = ExperimentStateStore(path)
+    trials = make_trials(path, 6)
+    for t in trials:
+        store.record_trial(t)
+    store.snapshot(trials, {})
+    assert len(lines(os.path.join(path, BASE_FILE))) == 6  # first snapshot: everyone
+    for t in trials[:4]:
+        finish(store, t, int(t.trial_id[-1]))
+    store.snapshot(trials, {})
+    with open(os.path.join(path, SNAPSHOT_FILE)) as f:
+        snapshot = json.load(f)
+    assert [t["trial_id"] for t in snapshot["trials"]] == ["abc_00004", "abc_00005"]
+    assert len(lines(os.path.join(path, BASE_FILE))) == 6 + 4
+    # A snapshot with nothing new finished appends nothing.
+    store.snapshot(trials, {})
+    assert len(lines(os.path.join(path, BASE_FILE))) == 10
+    store.close()
+
+    loaded = ExperimentStateStore(path).load()
+    assert [t["trial_id"] for t in loaded.trials] == [t.trial_id for t in trials]
+    assert [t["status"] for t in loaded.trials] == ["TERMINATED"] * 4 + ["PENDING"] * 2
+    assert [t["last_result"].get("x") for t in loaded.trials[:4]] == [0, 1, 2, 3]
+
+
+def test_crash_after_base_append_before_snapshot_keeps_the_latest_states(tmp_path):
+    """Base appended, old snapshot still there: the journal's later lines win."""
+    path = str(tmp_path)
+    store = ExperimentStateStore(path)
+    trials = make_trials(path, 3)
+    for t in trials:
+        store.record_trial(t)
+    store.snapshot(trials, {})
+    with open(os.path.join(path, SNAPSHOT_FILE), "rb") as f:
+        old_snapshot = f.read()
+    finish(store, trials[0], 7)
+    with open(os.path.join(path, JOURNAL_FILE), "rb") as f:
+        journal = f.read()
+    store.snapshot(trials, {})
+    store.close()
+    # Put the state back as it was when the process died between the base append
+    # and the snapshot's rename: old snapshot, old journal, new base.
+    with open(os.path.join(path, SNAPSHOT_FILE), "wb") as f:
+        f.write(old_snapshot)
+    with open(os.path.join(path, JOURNAL_FILE), "wb") as f:
+        f.write(journal)
+    loaded = ExperimentStateStore(path).load()
+    assert [t["status"] for t in loaded.trials] == ["TERMINATED", "PENDING", "PENDING"]
+    assert loaded.trials[0]["last_result"] == {"x": 7}
+
+
+def test_torn_base_line_is_ignored(tmp_path):
+    path = str(tmp_path)
+    store = ExperimentStateStore(path)
+    trials = make_trials(path, 2)
+    for t in trials:
+        store.record_trial(t)
+    store.snapshot(trials, {})
+    finish(store, trials[0], 1)
+    store.snapshot(trials, {})
+    store.close()
+    with open(os.path.join(path, BASE_FILE), "ab") as f:
+        f.write(b'{"trial_id": "abc_00001", "sta')  # a write the crash cut
+    loaded = ExperimentStateStore(path).load()
+    assert [t["status"] for t in loaded.trials] == ["TERMINATED", "PENDING"]
+
+
+def test_version_1_state_without_positions_still_loads(tmp_path):
+    path = str(tmp_path)
+    trials = make_trials(path, 3)
+    states = [dict(t.to_json(), last_result={}, evaluated_params={}) for t in trials]
+    document = {"version": 1, "journal_seq": 0, "meta": {}, "trials": states[:2]}
+    with open(os.path.join(path, SNAPSHOT_FILE), "w") as f:
+        json.dump(document, f)
+    with open(os.path.join(path, JOURNAL_FILE), "w") as f:
+        f.write(json.dumps({"seq": 1, "trial": states[2]}) + "\n")
+    loaded = ExperimentStateStore(path).load()
+    assert [t["trial_id"] for t in loaded.trials] == [t.trial_id for t in trials]
+
+
+def test_completion_bitmap_round_trip():
+    positions = {f"t{i}": i for i in range(1000)}
+    done = CompletionBitmap(positions)
+    done.update(["t0", "t7", "t8", "t999"])
+    assert "t7" in done and "t8" in done and "t1" not in done and "unknown" not in done
+    bits = done.to_bytes()
+    assert positions_in_bitmap(bits) == [0, 7, 8, 999]
+    assert len(bits) < 1000 // 8 + 80  # a bit per trial, not an id
