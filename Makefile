@@ -6,10 +6,13 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint bench clean
 
+# torch (the CPU wheel in /opt/wheels) is there only for the tests that check the default
+# loggers never import it; pinned in the same resolve as the test extras, so that no package
+# pulls a newer torch from the registry.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[test]" "torch==2.13.0"
 	touch $(STAMP)
 
 demo: $(STAMP)
