@@ -8,13 +8,13 @@ import os
 import re
 import time
 import uuid
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from fasttune import result as R
 
 MAX_DIRNAME_LENGTH = 130
+_STATS_WINDOW = 10  # results behind "last-10-avg"
 
 _NOT_NUMBERS = frozenset((bool, str, type(None), list, tuple, dict))
 
@@ -153,6 +153,10 @@ class Trial:
         if status is TrialStatus.RUNNING and self.start_time is None:
             self.start_time = time.time()
         self.status = TrialStatus(status)
+        if self.is_finished():
+            # Only the loggers read the flattened result, while the trial reports; a
+            # finished trial keeps its last result and statistics, not this copy.
+            self.last_flat_result = {}
 
     def set_config(self, config: dict[str, Any]) -> None:
         self.config = config
@@ -191,7 +195,9 @@ class Trial:
                 continue
             entry = stats.get(key)
             if entry is None:
-                stats[key] = [value, value, value, 1, deque((value,), maxlen=10)]
+                # A plain list for the last 10 values: a deque costs ~620 bytes even
+                # when empty, and every finished trial keeps its statistics.
+                stats[key] = [value, value, value, 1, [value]]
             else:
                 if value > entry[0]:
                     entry[0] = value
@@ -199,14 +205,17 @@ class Trial:
                     entry[1] = value
                 entry[2] += value
                 entry[3] += 1
-                entry[4].append(value)
+                window = entry[4]
+                window.append(value)
+                if len(window) > _STATS_WINDOW:
+                    del window[0]
 
     @property
     def metric_analysis(self) -> dict[str, dict[str, float]]:
         """Per-metric ``max``, ``min``, ``avg``, ``last``, ``last-5-avg``, ``last-10-avg``."""
         analysis = {}
         for key, (high, low, total, count, window) in self._stats.items():
-            recent = list(window)
+            recent = window
             last5 = recent[-5:]
             analysis[key] = {
                 "max": high,
