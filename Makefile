@@ -26,7 +26,7 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

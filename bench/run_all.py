@@ -1,0 +1,210 @@
+"""`make bench`: fasttune against the floor and Ray Tune, as ratios measured in one run.
+
+Absolute times move by 3x between machines of the same size; ratios measured side by
+side do not. So each workload runs the floor (``../shared/bench/floor.py``: the least
+work any Tune-like runner must do), fasttune and, when available, Ray Tune
+(``../shared/bench/workloads.py`` runs both), interleaved, and the table gives medians
+and their ratios.
+
+Ray Tune runs when ``ray`` imports in this interpreter (``pip install "fasttune[ray]"``)
+or in the interpreter named by ``FASTTUNE_BENCH_RAY_PYTHON`` (a separate venv keeps Ray
+out of the test environment).
+
+Run: ``.venv/bin/python bench/run_all.py [--runs N] [--only trials,throughput] [--no-ray]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SHARED_BENCH = os.environ.get(
+    "FASTTUNE_SHARED_BENCH", os.path.join(os.path.dirname(ROOT), "shared", "bench")
+)
+WORKLOADS = os.path.join(SHARED_BENCH, "workloads.py")
+FLOOR = os.path.join(SHARED_BENCH, "floor.py")
+NO_REUSE = os.path.join(HERE, "_trials_no_reuse.py")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One row of the table: how to run each contender and which figure to compare."""
+
+    name: str
+    key: str  # the figure in each RESULT line
+    higher_is_better: bool
+    floor: Callable[[], float] | None
+    target: str  # the goal, in words
+    script: str = WORKLOADS
+    workload: str = ""
+
+
+def _result_line(out: str) -> dict:
+    for line in reversed(out.splitlines()):
+        if line.startswith("RESULT "):
+            payload = line[len("RESULT ") :]
+            return json.loads(payload)
+    raise RuntimeError(f"no RESULT line in:\n{out[-2000:]}")
+
+
+def run_script(python: str, args: list[str], env: dict[str, str] | None = None) -> dict:
+    proc = subprocess.run(
+        [python, *args],
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+        env={**os.environ, **(env or {})},
+        timeout=1800,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+    return _result_line(proc.stdout)
+
+
+def floor(kind: str) -> Callable[[], float]:
+    key = "trials_per_s" if kind == "trials" else "results_per_s"
+    return lambda: run_script(sys.executable, [FLOOR, kind])[key]
+
+
+def raw_checkpoint_rate(mb: int = 8, count: int = 40) -> float:
+    """MB/s of writing a checkpoint file and copying it into a trial dir, raw Python."""
+    blob = os.urandom(mb << 20)
+    base = tempfile.mkdtemp(prefix="raw_ckpt_")
+    start = time.perf_counter()
+    for i in range(count):
+        src = tempfile.mkdtemp(dir=base)
+        with open(os.path.join(src, "blob"), "wb") as f:
+            f.write(blob)
+        dst = os.path.join(base, f"trial_{i % 4}", f"checkpoint_{i:06d}")
+        shutil.copytree(src, dst)
+        shutil.rmtree(src)
+    rate = count * mb / (time.perf_counter() - start)
+    shutil.rmtree(base)
+    return rate
+
+
+WORKLOAD_TABLE = [
+    Workload("trials", "trials_per_s", True, floor("trials"), ">= 50% of floor",
+             workload="trials"),
+    Workload("trials, reuse_actors=False", "trials_per_s", True, floor("trials"),
+             ">= 35% of floor", script=NO_REUSE, workload="trials"),
+    Workload("throughput", "results_per_s", True, floor("throughput"), ">= 50% of floor",
+             workload="throughput"),
+    Workload("cold (docs example, whole process)", "process_s", False, None,
+             "<= 5% of Ray, <= 0.35 s", workload="cold"),
+    Workload("overhead (fit / ideal)", "ratio", False, None, "<= 1.02", workload="overhead"),
+    Workload("checkpoint (MB/s)", "mb_per_s", True, raw_checkpoint_rate,
+             ">= 80% of raw write+copy", workload="checkpoint"),
+]  # fmt: skip
+
+
+def ray_python(disabled: bool) -> str | None:
+    if disabled:
+        return None
+    named = os.environ.get("FASTTUNE_BENCH_RAY_PYTHON")
+    candidates = [named] if named else [sys.executable]
+    for python in candidates:
+        probe = subprocess.run([python, "-c", "import ray.tune"], capture_output=True)
+        if probe.returncode == 0:
+            return python
+    if named:
+        sys.exit(f"FASTTUNE_BENCH_RAY_PYTHON={named!r} cannot import ray.tune")
+    return None
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="runs per contender (median)")
+    parser.add_argument("--ray-runs", type=int, default=None, help="runs of Ray (default: --runs)")
+    parser.add_argument("--only", default="", help="comma-separated workload names")
+    parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--json", default="", help="also write the rows to this file")
+    args = parser.parse_args()
+    for path in (WORKLOADS, FLOOR):
+        if not os.path.exists(path):
+            sys.exit(f"{path} is missing: set FASTTUNE_SHARED_BENCH to the shared bench folder.")
+    ray = ray_python(args.no_ray)
+    ray_runs = args.runs if args.ray_runs is None else args.ray_runs
+    only = {w.strip() for w in args.only.split(",") if w.strip()}
+    rows = []
+    ray_note = ray_runs if ray else "not installed"
+    print(f"runs: {args.runs} (Ray: {ray_note}), cpus: {os.cpu_count()}")
+    for w in WORKLOAD_TABLE:
+        if only and w.workload not in only and w.name not in only:
+            continue
+        floors: list[float] = []
+        ours: list[float] = []
+        theirs: list[float] = []
+        for i in range(args.runs):  # interleaved, so that all see the same machine
+            if w.floor is not None:
+                floors.append(w.floor())
+            ours.append(run_script(sys.executable, [w.script, "fasttune", w.workload])[w.key])
+            if ray and i < ray_runs:
+                theirs.append(run_script(ray, [w.script, "ray", w.workload])[w.key])
+        row = {
+            "workload": w.name,
+            "figure": w.key,
+            "floor": median(floors),
+            "fasttune": median(ours),
+            "ray": median(theirs),
+            "target": w.target,
+            "runs": {"floor": floors, "fasttune": ours, "ray": theirs},
+        }
+        rows.append(row)
+        _print_row(row, w.higher_is_better, header=len(rows) == 1)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _print_row(row: dict, higher_is_better: bool, header: bool) -> None:
+    if header:
+        print(
+            "| workload | figure | floor | fasttune | Ray Tune | fasttune/floor "
+            "| fasttune vs Ray | target |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
+    vs_floor = _ratio(row["fasttune"], row["floor"])
+    if higher_is_better:
+        vs_ray = _ratio(row["fasttune"], row["ray"])
+        vs_ray_text = f"{vs_ray:.1f}x faster" if vs_ray else "-"
+    else:
+        vs_ray = _ratio(row["fasttune"], row["ray"])
+        vs_ray_text = f"{vs_ray:.1%} of Ray" if vs_ray else "-"
+    print(
+        f"| {row['workload']} | {row['figure']} | {fmt(row['floor'])} | {fmt(row['fasttune'])} "
+        f"| {fmt(row['ray'])} | {f'{vs_floor:.0%}' if vs_floor else '-'} | {vs_ray_text} "
+        f"| {row['target']} |",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
