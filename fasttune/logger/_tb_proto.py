@@ -32,10 +32,13 @@ FILE_VERSION = "brain.Event:2"
 _HPARAMS_PLUGIN = "hparams"
 _DATA_TYPE_STRING, _DATA_TYPE_BOOL, _DATA_TYPE_FLOAT64 = 1, 2, 3  # api.proto DataType
 _STATUS_SUCCESS = 1  # api.proto Status
+_SMALL_VARINTS = [bytes((n,)) for n in range(0x80)]
 
 
 def varint(n: int) -> bytes:
     """``n`` (>= 0) as a base-128 varint, low groups first."""
+    if n < 0x80:
+        return _SMALL_VARINTS[n]
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -92,6 +95,10 @@ def _packed_doubles(number: int, values: Sequence[float]) -> bytes:
 
 
 # ------------------------------------------------------------------ event.proto
+_STEP_KEY = _key(2, _VARINT)
+_SUMMARY_KEY = _key(5, _LEN)
+
+
 def event(
     wall_time: float,
     step: int = 0,
@@ -104,11 +111,11 @@ def event(
     """
     out = _double(1, wall_time)
     if step:
-        out += _key(2, _VARINT) + int64(step)
+        out += _STEP_KEY + int64(step)
     if file_version is not None:
         out += _bytes(3, file_version.encode())
     if summary is not None:
-        out += _bytes(5, summary)
+        out += _SUMMARY_KEY + varint(len(summary)) + summary
     return out
 
 
