@@ -8,6 +8,10 @@ donor's, mutated as :mod:`~fasttune.schedulers._pbt_explore` describes). With
 ``synch=True`` every trial waits at the interval and all are perturbed together.
 
 Decisions are exact: the scheduler sees every result before the trial trains on.
+A perturbation costs O(population): one pass ranks the trial, and only the top
+quantile is ordered (for a donor). Other results cost O(1); with ``synch=True`` a
+whole round costs O(population) too (see :meth:`_others_behind`), and choosing the
+next trial to run looks only at the waiting trials.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ from fasttune.schedulers._pbt_population import (
     checkpoint_comes,
     checkpoint_iteration,
     quantiles,
+    standing,
+    top_trials,
 )
 from fasttune.schedulers._pbt_replay import PopulationBasedTrainingReplay
 from fasttune.schedulers.trial_scheduler import ControllerView, FIFOScheduler, TrialScheduler
@@ -47,7 +53,6 @@ __all__ = ["PopulationBasedTraining", "PopulationBasedTrainingReplay"]
 logger = logging.getLogger(__name__)
 
 CONTINUE, PAUSE = TrialScheduler.CONTINUE, TrialScheduler.PAUSE
-_WAITING = (TrialStatus.PENDING, TrialStatus.PAUSED)
 
 
 class PopulationBasedTraining(FIFOScheduler):
@@ -135,6 +140,9 @@ class PopulationBasedTraining(FIFOScheduler):
         self._trial_state: dict[str, TrialState] = {}
         self._next_perturbation_sync = max(perturbation_interval, burn_in_period)
         self._deferred: dict[str, str] = {}  # synch: target id -> donor id still saving
+        self._waiting_on: dict[str, list[Trial]] = {}  # the same: donor id -> targets
+        self._check_deferred = False  # restored: resolve with one scan of every trial
+        self._sync_cursor = 0  # synch: trials before it have reached the sync point
         self._num_checkpoints = 0
         self._num_perturbations = 0
         self._warned: set[str] = set()
@@ -215,18 +223,22 @@ class PopulationBasedTraining(FIFOScheduler):
         self._forget(tune_controller, trial)
 
     def choose_trial_to_run(self, tune_controller: ControllerView) -> Trial | None:
-        """The waiting trial that has trained least (by ``time_attr``), for a fair share."""
-        self._resolve_deferred(tune_controller)
-        candidates = [
-            t
-            for t in tune_controller.get_trials()
-            if t.status in _WAITING
-            and t.trial_id not in self._deferred
-            and (not self._synch or self._state(t).last_train_time < self._next_perturbation_sync)
-        ]
-        if not candidates:
-            return None
-        return min(candidates, key=lambda t: self._state(t).last_train_time)
+        """The waiting trial that has trained least (by ``time_attr``), for a fair share.
+
+        O(waiting trials): finished and running trials are not looked at.
+        """
+        waiting = tune_controller.get_waiting_trials()
+        self._resolve_deferred(tune_controller, waiting)
+        best, best_time = None, 0.0
+        for t in waiting:
+            if t.trial_id in self._deferred:
+                continue
+            time = self._state(t).last_train_time
+            if self._synch and time >= self._next_perturbation_sync:
+                continue
+            if best is None or time < best_time:
+                best, best_time = t, time
+        return best
 
     def debug_string(self) -> str:
         return (
@@ -248,6 +260,9 @@ class PopulationBasedTraining(FIFOScheduler):
         self._trial_state = {tid: TrialState(**s) for tid, s in state["trial_state"].items()}
         self._next_perturbation_sync = state["next_perturbation_sync"]
         self._deferred = dict(state["deferred"])
+        self._waiting_on = {}  # rebuilt from the trials by the next choose_trial_to_run
+        self._check_deferred = bool(self._deferred)
+        self._sync_cursor = 0
         self._num_checkpoints = state["num_checkpoints"]
         self._num_perturbations = state["num_perturbations"]
 
@@ -288,74 +303,127 @@ class PopulationBasedTraining(FIFOScheduler):
         result: dict[str, Any],
     ) -> str:
         state.last_perturbation_time = time
-        lower, upper = self._quantiles(view)
+        trials = view.get_trials()
+        rank = standing(trial, trials, self._trial_state)  # O(n), no sort
         # Others are waiting for resources: let them have a turn (time-sharing).
-        decision = PAUSE if any(t.status in _WAITING for t in view.get_trials()) else CONTINUE
-        if trial in upper:
+        decision = PAUSE if rank.any_waiting else CONTINUE
+        if rank.in_upper(self._quantile_fraction):
             self._num_checkpoints += 1
             if decision == CONTINUE and not checkpoint_comes(view, trial, result):
                 decision = PAUSE  # pausing saves a checkpoint others can clone
-        if trial in lower and self._exploit(view, trial, self._rng.choice(upper)):
-            return CONTINUE  # the exploit request restarts it from the donor's checkpoint
+        if rank.in_lower(self._quantile_fraction):
+            size = rank.quantile_size(self._quantile_fraction)
+            donor = self._rng.choice(top_trials(trials, self._trial_state, size))
+            if self._exploit(view, trial, donor):
+                return CONTINUE  # the exploit request restarts it from the donor's checkpoint
         return decision
 
     def _synch_step(self, view: ControllerView, trial: Trial, time: float) -> str:
-        next_sync = self._next_perturbation_sync
-        if any(
-            t is not trial and self._state(t).last_train_time < next_sync
-            for t in view.get_live_trials()
-        ):
+        if self._others_behind(view.get_trials(), trial):
             return PAUSE  # wait for the others to reach the interval
         return CONTINUE if self._synch_perturb(view, time, trial) else PAUSE
 
+    def _behind(self, trial: Trial) -> bool:
+        """Whether ``trial`` is live and short of the next sync point."""
+        return (
+            not trial.is_finished()
+            and self._state(trial).last_train_time < self._next_perturbation_sync
+        )
+
+    def _others_behind(self, trials: list[Trial], current: Trial) -> bool:
+        """Whether a live trial other than ``current`` is short of the next sync point.
+
+        Amortised O(1) per call, O(n) per round: within a round trials only move past
+        the sync point, so the scan resumes where the last one stopped (at a trial
+        still behind). A "no" is confirmed by a full scan, once per round.
+        """
+        n = len(trials)
+        i = self._sync_cursor if self._sync_cursor <= n else 0
+        while i < n and not self._behind(trials[i]):
+            i += 1
+        self._sync_cursor = i
+        if i < n and trials[i] is not current:
+            return True
+        # None left (or only `current` itself): check them all before perturbing.
+        return any(t is not current and self._behind(t) for t in trials)
+
     def _synch_perturb(self, view: ControllerView, time: float, current: Trial | None) -> bool:
         """Perturb every trial at once; True if ``current`` was exploited."""
-        lower, upper = self._quantiles(view)
         trials = view.get_trials()
-        middle = [t for t in trials if t not in lower and t not in upper]
+        lower, upper = self._quantiles(view)
+        for t in trials:
+            self._state(t).last_perturbation_time = time
+        self._num_checkpoints += len(upper)
         exploited = False
-        for trial in upper + middle + lower:
-            self._state(trial).last_perturbation_time = time
-            if trial in upper:
-                self._num_checkpoints += 1
-            if trial not in lower:
-                continue
+        for trial in lower:
             donor = self._rng.choice(upper)
             if donor.status is TrialStatus.RUNNING:
                 # Its pause (and save) is still under way: exploit once it is PAUSED.
                 self._deferred[trial.trial_id] = donor.trial_id
+                self._waiting_on.setdefault(donor.trial_id, []).append(trial)
             elif self._exploit(view, trial, donor) and trial is current:
                 exploited = True
         self._next_perturbation_sync = max(
             self._next_perturbation_sync + self._perturbation_interval,
             max(self._state(t).last_train_time for t in trials),
         )
+        self._sync_cursor = 0  # a new round: every trial is behind again
         return exploited
 
     def _forget(self, view: ControllerView, trial: Trial) -> None:
-        self._deferred.pop(trial.trial_id, None)
+        donor_id = self._deferred.pop(trial.trial_id, None)
+        if donor_id is not None and donor_id in self._waiting_on:
+            self._waiting_on[donor_id] = [t for t in self._waiting_on[donor_id] if t is not trial]
+        if trial.trial_id in self._waiting_on:
+            self._resolve_donor(view, trial)  # it ended rather than paused: use its last save
         if not self._synch:
             return
         # A trial that ends before the interval must not leave the others waiting.
-        live = [t for t in view.get_live_trials() if t is not trial]
-        times = [self._state(t).last_train_time for t in live]
-        if live and min(times) >= self._next_perturbation_sync:
+        trials = view.get_trials()
+        if self._others_behind(trials, trial):
+            return
+        times = [
+            self._state(t).last_train_time for t in trials if t is not trial and not t.is_finished()
+        ]
+        if times:
             self._synch_perturb(view, max(times), None)
 
-    def _resolve_deferred(self, view: ControllerView) -> None:
+    def _quantiles(self, view: ControllerView) -> tuple[list[Trial], list[Trial]]:
+        """The bottom and top quantiles of the population, worst first (O(n log k))."""
+        return quantiles(view.get_trials(), self._trial_state, self._quantile_fraction)
+
+    # ------------------------------------------------------------------ deferred exploits
+    def _resolve_deferred(self, view: ControllerView, waiting: list[Trial]) -> None:
+        """Carry out the exploits whose donor has paused (so it is among ``waiting``)."""
         if not self._deferred:
             return
-        by_id = {t.trial_id: t for t in view.get_trials()}
-        for target_id, donor_id in list(self._deferred.items()):
-            target, donor = by_id.get(target_id), by_id.get(donor_id)
-            if target is None or donor is None or target.is_finished():
-                del self._deferred[target_id]
-            elif donor.status is not TrialStatus.RUNNING:
-                del self._deferred[target_id]
-                self._exploit(view, target, donor)
+        if self._check_deferred:  # restored: find the trials, once
+            self._check_deferred = False
+            by_id = {t.trial_id: t for t in view.get_trials()}
+            for target_id, donor_id in list(self._deferred.items()):
+                target = by_id.get(target_id)
+                if target is None:
+                    del self._deferred[target_id]
+                else:
+                    self._waiting_on.setdefault(donor_id, []).append(target)
+            for donor_id in list(self._waiting_on):
+                donor = by_id.get(donor_id)
+                if donor is None or donor.status is not TrialStatus.RUNNING:
+                    self._resolve_donor(view, donor, donor_id)
+            return
+        for donor in waiting:
+            if donor.trial_id in self._waiting_on:
+                self._resolve_donor(view, donor)
 
-    def _quantiles(self, view: ControllerView) -> tuple[list[Trial], list[Trial]]:
-        return quantiles(view.get_trials(), self._trial_state, self._quantile_fraction)
+    def _resolve_donor(
+        self, view: ControllerView, donor: Trial | None, donor_id: str | None = None
+    ) -> None:
+        """Exploit ``donor`` into each trial waiting for it (``donor`` None: it is gone)."""
+        key = donor.trial_id if donor is not None else donor_id
+        for target in self._waiting_on.pop(key, []):  # type: ignore[arg-type]
+            del self._deferred[target.trial_id]
+            if donor is not None and not target.is_finished():
+                self._exploit(view, target, donor)
 
     # ------------------------------------------------------------------ exploit
     def _exploit(self, view: ControllerView, trial: Trial, donor: Trial) -> bool:
@@ -371,13 +439,14 @@ class PopulationBasedTraining(FIFOScheduler):
             trial.trial_id, state.last_score,
         )  # fmt: skip
         new_config, operations = self._get_new_config(trial, donor)
-        old_params = filter_mutated(donor.config, self._hyperparam_mutations)
-        new_params = filter_mutated(new_config, self._hyperparam_mutations)
-        logger.info(
-            "[%s] [Explore] Perturbed the hyperparameter config of trial %s:\n%s",
-            type(self).__name__, trial.trial_id,
-            summarize_changes(old_params, new_params, operations) or "No hyperparameters mutated.",
-        )  # fmt: skip
+        if logger.isEnabledFor(logging.INFO):
+            old_params = filter_mutated(donor.config, self._hyperparam_mutations)
+            new_params = filter_mutated(new_config, self._hyperparam_mutations)
+            changes = summarize_changes(old_params, new_params, operations)
+            logger.info(
+                "[%s] [Explore] Perturbed the hyperparameter config of trial %s:\n%s",
+                type(self).__name__, trial.trial_id, changes or "No hyperparameters mutated.",
+            )  # fmt: skip
         if self._log_config:
             self._log_config_on_step(state, donor_state, trial, donor, new_config)
         new_tag = make_experiment_tag(state.orig_tag, new_config, self._hyperparam_mutations)
