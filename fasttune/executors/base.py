@@ -8,8 +8,13 @@ runs and how it is reached.
 
 Flow control: a trial may run ``credit`` iterations ahead of the controller. On
 start it receives ``TrialLaunch.initial_credit``; every :meth:`Executor.grant` adds
-more. A worker whose credit is used up waits for a grant or a command, so a
-STOP/PAUSE decided on result *n* is applied before iteration ``n + credit`` runs
+more and acknowledges that many results (the controller grants as it processes
+them). Within its credit a trial runs ahead only while its iterations are short: the
+worker loop starts the next iteration only while unacknowledged iterations x the
+trial's measured iteration time stay under :data:`LOOKAHEAD_S` (20 ms), and always
+when none is unacknowledged. A worker that may not run waits for a grant or a
+command, so a STOP/PAUSE decided on result *n* is applied before iteration
+``n + credit`` runs, and right after iteration *n* when iterations take 20 ms or more
 (credit 1 means the trial waits for a decision after every result).
 """
 
@@ -40,6 +45,13 @@ class Allocation:
         }
 
 
+# The adaptive lookahead bound (see the module docstring): a trial starts its next
+# iteration only while unacknowledged iterations x its measured iteration time stay
+# under this. Loops of microseconds run ahead, up to their credit, for throughput; an
+# iteration of 20 ms or more waits for the driver's decision on the one before.
+LOOKAHEAD_S = 0.02
+
+
 @dataclass(frozen=True)
 class TrialLaunch:
     """Everything a worker needs to start (or resume) one trial.
@@ -56,9 +68,12 @@ class TrialLaunch:
         restore_path: A checkpoint directory to restore before training, or None.
         allocation: The trial's resources (``CUDA_VISIBLE_DEVICES`` comes from
             ``allocation.gpu_ids``; "" when the trial has no GPU).
-        initial_credit: Iterations the trial may run before its first grant.
+        initial_credit: Iterations the trial may run before its first grant (at most:
+            the lookahead bound may stop it sooner).
         max_buffer_length: At most this many results per ``TrialResults`` event.
         buffer_time_s: A worker sends buffered results at least this often.
+        lookahead_s: The lookahead bound, :data:`LOOKAHEAD_S` (``math.inf`` leaves only
+            the credit, as tests of the credit itself do).
         chdir: Change into ``trial_dir`` (``RAY_CHDIR_TO_TRIAL_DIR=0`` disables).
         reuse: The controller allows reusing a worker's live Trainable via
             ``Trainable.reset``.
@@ -80,6 +95,7 @@ class TrialLaunch:
     initial_credit: int = 1
     max_buffer_length: int = 1000
     buffer_time_s: float = 0.02
+    lookahead_s: float = LOOKAHEAD_S
     chdir: bool = True
     reuse: bool = False
     checkpoint_frequency: int = 0

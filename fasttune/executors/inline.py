@@ -1,9 +1,9 @@
 """``InlineExecutor``: trials run inside the driver process, for tests and debugging.
 
 It drives the same worker loop as the local executor, cooperatively: commands are
-queued, and each :meth:`InlineExecutor.poll` applies them and lets every trial with
-credit train one batch (up to its credit, buffer length or buffer time). Nothing
-runs between polls. It never changes the driver's working directory or
+queued, and each :meth:`InlineExecutor.poll` applies them and lets every trial that
+may train run one batch (up to its credit, lookahead, buffer length or buffer time).
+Nothing runs between polls. It never changes the driver's working directory or
 ``CUDA_VISIBLE_DEVICES``, so a trainable sees the driver's environment.
 """
 

@@ -112,6 +112,8 @@ class WorkerLoop:
         self._key: str | None = None  # trainable_key of the live Trainable
         self._launch: TrialLaunch | None = None  # the hosted trial
         self._credit = 0
+        self._unacked = 0  # iterations run that the driver has not granted back yet
+        self._iteration_s = 0.0  # estimated duration of the hosted trial's iterations
         self._finished = False  # the hosted trial reported done: wait for commands
         self._saved: tuple[str, int] | None = None  # (trial id, iteration) last saved
         self.retired = False  # the last trial ended and nothing is kept for reuse
@@ -125,8 +127,19 @@ class WorkerLoop:
 
     @property
     def can_train(self) -> bool:
-        """True when the hosted trial has credit left and is not done."""
-        return self._launch is not None and self._credit > 0 and not self._finished
+        """True when the hosted trial is not done and may start its next iteration.
+
+        It needs credit left, and its lookahead under ``launch.lookahead_s``:
+        unacknowledged iterations x estimated iteration time (with none unacknowledged
+        it may always run).
+        """
+        launch = self._launch
+        return (
+            launch is not None
+            and self._credit > 0
+            and not self._finished
+            and self._unacked * self._iteration_s < launch.lookahead_s
+        )
 
     # ------------------------------------------------------------------ driving
     def run(self) -> None:
@@ -148,9 +161,10 @@ class WorkerLoop:
     def handle(self, command: Command) -> None:
         """Execute one command."""
         op, argument = command
-        if op == GRANT:
+        if op == GRANT:  # also acknowledges that many results
             if self._launch is not None:
                 self._credit += argument
+                self._unacked = max(0, self._unacked - argument)
         elif op == START:
             self._start(argument)
         elif op == SAVE:
@@ -169,11 +183,13 @@ class WorkerLoop:
 
     # ------------------------------------------------------------------ training
     def train_batch(self) -> None:
-        """Train while credit lasts, sending the results as one ``TrialResults``.
+        """Train while :attr:`can_train`, sending the results as one ``TrialResults``.
 
         The batch ends after a result that is done, a duplicate, or carries or asks
         for a checkpoint; when the buffer is full; when the next result would come
-        later than ``buffer_time_s`` after the first; or when a command is waiting.
+        later than ``buffer_time_s`` after the first; when the lookahead would be used
+        up after the next iteration (so the acknowledgement travels while it runs); or
+        when a command is waiting.
         """
         launch = self._launch
         if launch is None or not self.can_train:
@@ -187,11 +203,19 @@ class WorkerLoop:
         save_now = False
         frequency = launch.checkpoint_frequency
         criteria = launch.stop_criteria
+        lookahead_s = launch.lookahead_s
+        iteration_s = self._iteration_s
         try:
-            while self._credit > 0:
+            while self._credit > 0 and self._unacked * iteration_s < lookahead_s:
                 started = time.monotonic()
                 result = trainable.train()
+                now = time.monotonic()
+                elapsed = now - started
+                # Rise at once on a slower iteration, decay by half on faster ones.
+                iteration_s = elapsed if elapsed > iteration_s else (iteration_s + elapsed) / 2
+                self._iteration_s = iteration_s
                 self._credit -= 1
+                self._unacked += 1
                 buffer.append(result)
                 if result.get(R.DONE) or result.get(R.RESULT_DUPLICATE):
                     self._finished = True
@@ -206,11 +230,15 @@ class WorkerLoop:
                     break
                 if result.get(R.CHECKPOINT_DIR_NAME) or len(buffer) >= max_length:
                     break
-                now = time.monotonic()
                 if len(buffer) == 1:
                     deadline = now + launch.buffer_time_s
-                # Send now if the next result is expected after the deadline.
-                if now + (now - started) >= deadline or poll():
+                # Send now if the next result is expected after the deadline, or if the
+                # trial will have to wait for an acknowledgement after the next one.
+                if (
+                    now + elapsed >= deadline
+                    or (self._unacked + 1) * iteration_s >= lookahead_s
+                    or poll()
+                ):
                     break
         except _TRIAL_ERRORS as exc:
             failure = exc
@@ -234,6 +262,8 @@ class WorkerLoop:
             launch = replace(launch, restore_path=os.path.abspath(launch.restore_path))
         self._launch = launch
         self._credit = launch.initial_credit
+        self._unacked = 0
+        self._iteration_s = 0.0
         self._finished = False
         during = "start"
         reused = False

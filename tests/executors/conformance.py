@@ -7,8 +7,10 @@ import these tests and define the fixture.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pickle
+import time
 from collections.abc import Callable
 
 import pytest
@@ -115,11 +117,11 @@ def test_done_result_stops_training(executor, make_launch, wait_for, tmp_path):
 # ---------------------------------------------------------------------- flow control
 def test_credit_one_gives_one_result_then_waits(executor, make_launch, wait_for, tmp_path):
     log = tmp_path / "steps.log"
-    launch = make_launch(Counter, {"step_log": str(log)}, initial_credit=1)
+    launch = make_launch(Counter, {"step_log": str(log)}, initial_credit=1, lookahead_s=math.inf)
     executor.start_trial(launch)
-    events = wait_for(executor, n_results(launch.trial_id, 1))
+    events = wait_for(executor, n_results(launch.trial_id, 1), ack=False)
     executor.save_trial(launch.trial_id)  # handled after any step the worker runs
-    events += wait_for(executor, has(TrialSaved, launch.trial_id))
+    events += wait_for(executor, has(TrialSaved, launch.trial_id), ack=False)
     assert len(results(events)) == 1
     assert of(events, TrialSaved)[0].iteration == 1
     assert log.read_text().split() == ["1"]
@@ -127,19 +129,63 @@ def test_credit_one_gives_one_result_then_waits(executor, make_launch, wait_for,
 
 def test_worker_never_runs_more_than_its_credit_ahead(executor, make_launch, wait_for, tmp_path):
     log = tmp_path / "steps.log"
-    launch = make_launch(Counter, {"step_log": str(log)}, initial_credit=3)
+    launch = make_launch(Counter, {"step_log": str(log)}, initial_credit=3, lookahead_s=math.inf)
     executor.start_trial(launch)
-    events = wait_for(executor, n_results(launch.trial_id, 3))
+    events = wait_for(executor, n_results(launch.trial_id, 3), ack=False)
     executor.save_trial(launch.trial_id)
-    events += wait_for(executor, has(TrialSaved, launch.trial_id))
+    events += wait_for(executor, has(TrialSaved, launch.trial_id), ack=False)
     assert len(log.read_text().split()) == 3
     executor.grant(launch.trial_id, 2)
-    events += wait_for(executor, n_results(launch.trial_id, 2))  # counts new events only
+    # counts new events only
+    events += wait_for(executor, n_results(launch.trial_id, 2), ack=False)
     executor.save_trial(launch.trial_id)
-    events += wait_for(executor, has(TrialSaved, launch.trial_id))
+    events += wait_for(executor, has(TrialSaved, launch.trial_id), ack=False)
     assert len(log.read_text().split()) == 5
     assert [r["count"] for r in results(events)] == [1, 2, 3, 4, 5]
     assert [s.iteration for s in of(events, TrialSaved)] == [3, 5]
+
+
+def _stop_at_count(executor, trial_id: str, count: int, timeout: float = 15.0) -> list[Event]:
+    """Drive a trial as the controller does: acknowledge each batch, or stop the trial
+    once a result has ``count`` (before acknowledging it). Each decision takes 10 ms, so
+    a worker that does not wait for it has time to start another iteration."""
+    events: list[Event] = []
+    stopping = False
+    deadline = time.monotonic() + timeout
+    while not ended(trial_id)(events):
+        assert time.monotonic() < deadline, f"timed out; events so far: {events!r}"[:3000]
+        polled = executor.poll(0.05)
+        for event in of(polled, TrialResults, trial_id):
+            if stopping:
+                continue
+            time.sleep(0.01)
+            if event.results[-1]["count"] >= count:
+                executor.stop_trial(trial_id)
+                stopping = True
+            else:
+                executor.grant(trial_id, len(event.results))
+        events += polled
+    return events
+
+
+def test_slow_iterations_wait_for_the_decision_on_each_result(executor, make_launch, tmp_path):
+    log = tmp_path / "steps.log"
+    config = {"sleep": 0.05, "step_log": str(log)}  # iterations over LOOKAHEAD_S
+    launch = make_launch(Counter, config, initial_credit=BIG)
+    executor.start_trial(launch)
+    events = _stop_at_count(executor, launch.trial_id, 3)
+    assert [r["count"] for r in results(events)] == [1, 2, 3]
+    assert [len(e.results) for e in of(events, TrialResults)] == [1, 1, 1]
+    assert log.read_text().split() == ["1", "2", "3"]  # not one iteration more
+
+
+def test_fast_iterations_run_ahead_between_acknowledgements(executor, make_launch, wait_for):
+    launch = make_launch(Counter, {"stop_at": 2000}, initial_credit=64)
+    executor.start_trial(launch)
+    events = wait_for(executor, done(launch.trial_id))
+    assert len(results(events)) == 2000
+    # Ahead of the acknowledgements: many results a message (about 50 here).
+    assert 2000 / len(of(events, TrialResults)) > 2
 
 
 def test_batches_respect_max_buffer_length(executor, make_launch, wait_for):

@@ -10,7 +10,7 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from fasttune.executors import Event, Executor, TrialLaunch
+from fasttune.executors import Event, Executor, TrialLaunch, TrialResults
 from fasttune.trainable import TrialInfo
 from fasttune.trainable.trial_info import TRIAL_INFO
 
@@ -46,17 +46,31 @@ def make_launch(tmp_path) -> Callable[..., TrialLaunch]:
 
 @pytest.fixture
 def wait_for() -> Callable[..., list[Event]]:
-    """Poll an executor until ``predicate(events)`` holds; fail after ``timeout`` s."""
+    """Poll an executor until ``predicate(events)`` holds; fail after ``timeout`` s.
+
+    Like the controller, it acknowledges every result batch with a grant of its length
+    (a trial runs ahead only so far without acknowledgements); ``ack=False`` grants
+    nothing, for tests of the credit itself.
+    """
 
     def wait(
-        executor: Executor, predicate: Callable[[list[Event]], bool], timeout: float = 15.0
+        executor: Executor,
+        predicate: Callable[[list[Event]], bool],
+        timeout: float = 15.0,
+        *,
+        ack: bool = True,
     ) -> list[Event]:
         events: list[Event] = []
         deadline = time.monotonic() + timeout
         while not predicate(events):
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out waiting; events so far: {events!r}"[:3000])
-            events += executor.poll(0.05)
+            polled = executor.poll(0.05)
+            if ack:
+                for event in polled:
+                    if isinstance(event, TrialResults):
+                        executor.grant(event.trial_id, len(event.results))
+            events += polled
         return events
 
     return wait

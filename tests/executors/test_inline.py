@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -37,8 +38,10 @@ def test_poll_without_trials_returns_at_once(executor):
 
 
 def test_each_poll_trains_each_trial_one_batch(executor, make_launch):
-    a = make_launch(Counter, initial_credit=BIG, max_buffer_length=4)
-    b = make_launch(Counter, initial_credit=BIG, max_buffer_length=4)
+    # No lookahead bound: a slow (preempted) first step must not end the batch.
+    fields = {"initial_credit": BIG, "max_buffer_length": 4, "lookahead_s": math.inf}
+    a = make_launch(Counter, **fields)
+    b = make_launch(Counter, **fields)
     executor.start_trial(a)
     executor.start_trial(b)
     events = executor.poll(0)
