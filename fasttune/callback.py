@@ -191,6 +191,15 @@ class CallbackList:
             fns = [getattr(cb, hook) for cb in self._callbacks if _overrides(cb, hook)]
             # Instance attributes shadow the documented methods below.
             setattr(self, hook, _fan_out(fns))
+        # Not Ray hooks: the runner lets fasttune's file loggers buffer result lines and
+        # flushes them before each change of the experiment state and after each step.
+        buffering = [cb for cb in self._callbacks if hasattr(cb, "flush_pending_writes")]
+        self.enable_write_buffering: Callable[[], None] = _fan_out(
+            [cb.enable_write_buffering for cb in buffering]
+        )
+        self.flush_pending_writes: Callable[[], None] = _fan_out(
+            [cb.flush_pending_writes for cb in buffering]
+        )
 
     @property
     def callbacks(self) -> list[Callback]:

@@ -49,7 +49,12 @@ class TuneController:
             if t.status in (TrialStatus.PENDING, TrialStatus.PAUSED)
         }
         self.iteration = 0
-        self.state = ExperimentStateStore(spec.experiment_path, positions=self._position)
+        spec.callbacks.enable_write_buffering()
+        self.state = ExperimentStateStore(
+            spec.experiment_path,
+            positions=self._position,
+            before_record=spec.callbacks.flush_pending_writes,
+        )
         self.view = ControllerView(
             self.trials,
             self._has_resources_for,
@@ -108,6 +113,7 @@ class TuneController:
             self._save_search_state()
         if self.spec.clock() - self._last_snapshot >= self.spec.snapshot_period_s:
             self.snapshot()
+        cb.flush_pending_writes()
         cb.on_step_end(iteration=self.iteration, trials=self.trials)
         self.iteration += 1
 

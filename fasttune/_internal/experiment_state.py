@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,8 +117,16 @@ def positions_in_bitmap(bits: bytes) -> list[int]:
 class ExperimentStateStore:
     """Reads and writes one experiment's state files."""
 
-    def __init__(self, experiment_path: str, positions: dict[str, int] | None = None):
+    def __init__(
+        self,
+        experiment_path: str,
+        positions: dict[str, int] | None = None,
+        before_record: Callable[[], None] | None = None,
+    ):
         self.path = experiment_path
+        # Called before each journal line: buffered result lines go out first, so the
+        # state never records more (a checkpoint, an end) than the result files hold.
+        self._before_record = before_record
         self._seq = 0
         self._journal: Any = None
         self._configs: Any = None
@@ -144,6 +153,8 @@ class ExperimentStateStore:
     # ------------------------------------------------------------------ writing
     def record_trial(self, trial: Any) -> None:
         """Append the trial's current state to the journal (one whole line)."""
+        if self._before_record is not None:
+            self._before_record()
         if self._journal is None:
             os.makedirs(self.path, exist_ok=True)
             self._journal = open(self._file(JOURNAL_FILE), "ab", buffering=0)  # noqa: SIM115

@@ -39,31 +39,64 @@ def drop_partial_last_line(path: str) -> None:
     os.truncate(path, cut)
 
 
-class LineAppender:
-    """An append-only file written with one ``os.write`` per call and no user-space buffer.
+_MAX_PENDING = 1 << 20  # a buffered appender writes at least every MiB
 
-    Each :meth:`append` hands complete lines to the operating system at once, so
-    other readers always see whole lines and a killed process cannot leave a partial
-    one. Opening drops a partial last line left by an earlier crash.
+
+class LineAppender:
+    """An append-only file that the operating system only ever receives whole lines of.
+
+    Unbuffered (the default), each :meth:`append` is one ``os.write``. Buffered,
+    lines collect in memory and :meth:`flush` hands them over in one ``os.write``
+    (the runner flushes before every change of the experiment state, at the end of
+    each step, and at every MiB): one system call per batch of results instead of
+    one per result, the largest cost of writing results. Either way other readers
+    see whole lines and a killed process cannot leave a partial one. Opening drops a
+    partial last line left by an earlier crash.
 
     Args:
         path: The file to append to; created if missing.
+        buffered: Keep lines in memory until :meth:`flush` (or :meth:`close`).
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, buffered: bool = False):
         self.path = path
         drop_partial_last_line(path)
         self._fd = os.open(path, _OPEN_FLAGS, 0o666)
+        self._buffered = buffered
+        self._pending: list[bytes] = []
+        self._pending_size = 0
 
     @property
     def closed(self) -> bool:
         return self._fd < 0
 
+    @property
+    def has_pending(self) -> bool:
+        """Whether buffered lines wait for :meth:`flush`."""
+        return bool(self._pending)
+
     def append(self, data: bytes) -> None:
         """Append ``data``, which must end with a newline."""
-        fd = self._fd
-        if fd < 0:
+        if self._fd < 0:
             raise ValueError(f"Cannot append to {self.path}: the file is closed.")
+        if not self._buffered:
+            self._write(data)
+            return
+        self._pending.append(data)
+        self._pending_size += len(data)
+        if self._pending_size >= _MAX_PENDING:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand the buffered lines to the operating system in one write."""
+        if self._pending and self._fd >= 0:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            self._pending_size = 0
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        fd = self._fd
         written = os.write(fd, data)
         if written != len(data):  # short writes are rare on regular files
             view = memoryview(data)[written:]
@@ -71,7 +104,10 @@ class LineAppender:
                 view = view[os.write(fd, view) :]
 
     def close(self) -> None:
-        """Close the file; closing twice is harmless."""
+        """Write what is buffered and close the file; closing twice is harmless."""
         if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
+            try:
+                self.flush()
+            finally:
+                fd, self._fd = self._fd, -1
+                os.close(fd)

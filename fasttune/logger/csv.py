@@ -50,15 +50,17 @@ class CSVResultWriter:
     old one atomically; keys missing from a result are left blank. An existing
     file (a restored trial) is appended to under its own header.
 
-    Each row reaches the operating system whole and at once, so the file always
-    parses with :class:`csv.DictReader`. The file is opened at the first result.
+    Each row reaches the operating system whole, so the file always parses with
+    :class:`csv.DictReader`. The file is opened at the first result.
 
     Args:
         logdir: The trial directory (created if missing).
+        buffered: Keep rows in memory until :meth:`flush` (see ``LineAppender``).
     """
 
-    def __init__(self, logdir: str):
+    def __init__(self, logdir: str, buffered: bool = False):
         self.logdir = logdir
+        self._buffered = buffered
         self.path = os.path.join(logdir, EXPR_PROGRESS_FILE)
         self._out: LineAppender | None = None
         self._fieldnames: list[str] | None = None
@@ -81,7 +83,7 @@ class CSVResultWriter:
         header = self._read_header()
         if header:
             self._set_fieldnames(header)
-        self._out = LineAppender(self.path)
+        self._out = LineAppender(self.path, buffered=self._buffered)
         return self._out
 
     def _read_header(self) -> list[str] | None:
@@ -125,7 +127,7 @@ class CSVResultWriter:
         assert self._out is not None and self._fieldnames is not None
         fieldnames = self._fieldnames + new_keys
         logger.debug("Adding columns %s to %s", new_keys, self.path)
-        self._out.close()
+        self._out.close()  # writes the buffered rows first
         with open(self.path, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
         buffer = io.StringIO()
@@ -136,11 +138,13 @@ class CSVResultWriter:
             writer.writerow(row + [""] * (width - len(row)))
         atomic_write_bytes(self.path, _encode(buffer.getvalue()))
         self._set_fieldnames(fieldnames)
-        self._out = LineAppender(self.path)
+        self._out = LineAppender(self.path, buffered=self._buffered)
         return self._out
 
     def flush(self) -> None:
-        """Nothing to do: every row is handed to the OS as it is written."""
+        """Hand buffered rows to the operating system."""
+        if self._out is not None:
+            self._out.flush()
 
     @property
     def closed(self) -> bool:

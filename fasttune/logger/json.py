@@ -55,25 +55,27 @@ def write_params(logdir: str, config: Any) -> dict[str, Any]:
 class JsonResultWriter:
     """Appends each result as one JSON line to ``result.json`` in a trial directory.
 
-    Every line reaches the operating system whole and at once (no user-space
-    buffer), so readers never see half a line and a crash loses nothing already
-    written. An existing file is appended to, after dropping a partial last line.
+    Every line reaches the operating system whole, so readers never see half a
+    line; unbuffered, a crash loses nothing already written, buffered, what was not
+    flushed. An existing file is appended to, after dropping a partial last line.
 
     Args:
         logdir: The trial directory (created if missing).
+        buffered: Keep lines in memory until :meth:`flush` (see ``LineAppender``).
     """
 
-    def __init__(self, logdir: str):
+    def __init__(self, logdir: str, buffered: bool = False):
         os.makedirs(logdir, exist_ok=True)
         self.path = os.path.join(logdir, EXPR_RESULT_FILE)
-        self._out = LineAppender(self.path)
+        self._out = LineAppender(self.path, buffered=buffered)
 
     def write_result(self, result: dict[str, Any]) -> None:
         """Append ``result`` (numpy values converted, NaN written as ``NaN``)."""
         self._out.append(encode_result_line(result))
 
     def flush(self) -> None:
-        """Nothing to do: every line is handed to the OS as it is written."""
+        """Hand buffered lines to the operating system."""
+        self._out.flush()
 
     @property
     def closed(self) -> bool:

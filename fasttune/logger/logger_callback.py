@@ -128,9 +128,28 @@ class _TrialFileLoggerCallback(LoggerCallback):
 
     # Whether the writer accepts the controller's flattened result (``flat=``).
     _takes_flat = False
+    # Whether the writer can keep lines in memory until flushed (see LineAppender).
+    _can_buffer_lines = False
 
     def __init__(self) -> None:
         self._writers: dict[str, _ResultWriter] = {}
+        self._buffer_lines = False
+
+    def enable_write_buffering(self) -> None:
+        """Keep result lines in memory until :meth:`flush_pending_writes`.
+
+        The runner turns this on because it flushes before each change of the
+        experiment state and at the end of each step (so the files never lag behind
+        the state, nor a reader by more than a step); used alone, the callback hands
+        every line to the operating system at once.
+        """
+        self._buffer_lines = self._can_buffer_lines
+
+    def flush_pending_writes(self) -> None:
+        """Hand buffered result lines to the operating system."""
+        if self._buffer_lines:
+            for writer in self._writers.values():
+                writer.flush()
 
     def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
         raise NotImplementedError
@@ -223,10 +242,11 @@ class JsonLoggerCallback(_TrialFileLoggerCallback):
     """
 
     _SAVED_FILE_TEMPLATES = (EXPR_RESULT_FILE, EXPR_PARAM_FILE, EXPR_PARAM_PICKLE_FILE)
+    _can_buffer_lines = True
 
     def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
         write_params(logdir, trial.config)
-        return JsonResultWriter(logdir)
+        return JsonResultWriter(logdir, buffered=self._buffer_lines)
 
     def update_config(self, trial: Trial, config: dict[str, Any]) -> None:
         """Rewrite the trial's ``params.json`` and ``params.pkl`` with ``config``."""
@@ -241,9 +261,10 @@ class CSVLoggerCallback(_TrialFileLoggerCallback):
 
     _SAVED_FILE_TEMPLATES = (EXPR_PROGRESS_FILE,)
     _takes_flat = True
+    _can_buffer_lines = True
 
     def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
-        return CSVResultWriter(logdir)
+        return CSVResultWriter(logdir, buffered=self._buffer_lines)
 
 
 class TBXLoggerCallback(_TrialFileLoggerCallback):

@@ -1,0 +1,90 @@
+"""Buffered result lines: whole lines only, out at flush/close, never behind the state."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import fasttune as tune
+from fasttune.logger._appender import _MAX_PENDING, LineAppender
+
+
+def test_buffered_appender_writes_at_flush_and_close(tmp_path):
+    path = str(tmp_path / "f.txt")
+    out = LineAppender(path, buffered=True)
+    out.append(b"a\n")
+    out.append(b"b\n")
+    assert os.path.getsize(path) == 0 and out.has_pending
+    out.flush()
+    assert open(path, "rb").read() == b"a\nb\n" and not out.has_pending
+    out.append(b"c\n")
+    out.close()
+    assert open(path, "rb").read() == b"a\nb\nc\n"
+
+
+def test_buffered_appender_writes_every_mebibyte(tmp_path):
+    path = str(tmp_path / "f.txt")
+    out = LineAppender(path, buffered=True)
+    line = b"x" * 1023 + b"\n"
+    for _ in range(_MAX_PENDING // len(line)):
+        out.append(line)
+    assert os.path.getsize(path) == _MAX_PENDING  # flushed on reaching the bound
+    out.close()
+
+
+def test_unbuffered_appender_writes_at_once(tmp_path):
+    path = str(tmp_path / "f.txt")
+    out = LineAppender(path)
+    out.append(b"a\n")
+    assert open(path, "rb").read() == b"a\n"
+    out.close()
+
+
+def _count_lines(path: str) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+class FileWatcher(tune.Callback):
+    """Reads the trial's files when the state records a checkpoint or an end."""
+
+    def __init__(self):
+        self.seen: list[tuple[str, int, int]] = []
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        lines = _count_lines(os.path.join(trial.local_path, "result.json"))
+        self.seen.append(("checkpoint", trial.last_result["training_iteration"], lines))
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        lines = _count_lines(os.path.join(trial.local_path, "result.json"))
+        self.seen.append(("complete", trial.last_result["training_iteration"], lines))
+
+
+def checkpointing(config):
+    import tempfile
+
+    for i in range(30):
+        if i % 10 == 9:
+            d = tempfile.mkdtemp()
+            with open(os.path.join(d, "it"), "w") as f:
+                f.write(str(i))
+            tune.report({"i": i}, checkpoint=tune.Checkpoint.from_directory(d))
+        else:
+            tune.report({"i": i})
+
+
+def test_result_files_hold_every_line_before_the_state_records_a_checkpoint_or_end(tmp_path):
+    watcher = FileWatcher()
+    grid = tune.Tuner(
+        checkpointing,
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), name="exp", verbose=0, callbacks=[watcher]
+        ),
+    ).fit()
+    assert not grid.errors
+    assert [kind for kind, _, _ in watcher.seen] == ["checkpoint"] * 3 + ["complete"]
+    for _, iteration, lines in watcher.seen:
+        assert lines >= iteration
+    path = os.path.join(grid[0].path, "result.json")
+    with open(path) as f:
+        assert [json.loads(line)["i"] for line in f] == list(range(30))
