@@ -260,11 +260,13 @@ class TuneController:
 
     def _on_results(self, trial: Trial, results: list[dict[str, Any]]) -> None:
         processed = 0
+        acked = False
         for result in results:
             if trial.trial_id in self._stopping or trial.status is not TrialStatus.RUNNING:
                 return
             processed += 1
-            decision = self._on_result(trial, result)
+            ack = processed if processed == len(results) else 0
+            decision, acked = self._on_result(trial, result, ack)
             if decision == STOP:
                 self._stop_trial(trial, TrialStatus.TERMINATED)
             elif decision == PAUSE:
@@ -272,25 +274,41 @@ class TuneController:
             self._execute_requests()
         if (
             processed
+            and not acked
+            and not self._stop_all
             and trial.trial_id not in self._stopping
             and trial.status is TrialStatus.RUNNING
         ):
             self.spec.executor.grant(trial.trial_id, processed)
 
-    def _on_result(self, trial: Trial, result: dict[str, Any]) -> str:
+    def _on_result(self, trial: Trial, result: dict[str, Any], ack: int = 0) -> tuple[str, bool]:
+        """The decision on ``result``, and whether the ``ack`` grant was sent.
+
+        The grant that acknowledges a batch (``ack`` results) goes out as soon as the
+        last decision is final (no stop, pause or plugin request), before the callbacks:
+        a worker waiting for it (executors/base.py, flow control) loses no time to them.
+        """
         decision, result = self._decide(trial, result)
         if result.get(R.RESULT_DUPLICATE):
-            return decision
+            return decision, False
+        stopper = self.spec.stopper
+        if stopper is not None and stopper.stop_all():
+            self._stop_all = True
+        acked = (
+            bool(ack)
+            and decision not in (STOP, PAUSE)
+            and not self.view.requests
+            and not self._stop_all
+        )
+        if acked:
+            self.spec.executor.grant(trial.trial_id, ack)
         self._callback("on_trial_result", trial, result=result)
         checkpoint_dir = result.get(R.CHECKPOINT_DIR_NAME)
         if checkpoint_dir:
             self._register_checkpoint(trial, checkpoint_dir)
         # Periodic and requested (should_checkpoint) saves are made by the worker right
         # after their iteration; TrialSaved reports them.
-        stopper = self.spec.stopper
-        if stopper is not None and stopper.stop_all():
-            self._stop_all = True
-        return decision
+        return decision, acked
 
     def _on_saved(self, trial: Trial, checkpoint_path: str) -> None:
         import os
