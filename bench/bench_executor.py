@@ -72,7 +72,7 @@ def start_latency(executor: Executor, root: str, n: int) -> float:
 
 
 def results_per_second(executor: Executor, root: str, run: int, seconds: float) -> float:
-    """Results/s received from 2 trials reporting as fast as they can."""
+    """Results/s received from 2 trials reporting as fast as they can (each batch acknowledged)."""
     blob = cloudpickle.dumps(wrap_function(report_forever))
     ids = [f"rate_{run}_{i}" for i in range(2)]
     for trial_id in ids:
@@ -81,6 +81,7 @@ def results_per_second(executor: Executor, root: str, run: int, seconds: float) 
     while first is None or time.perf_counter() - first < seconds:
         for event in executor.poll(10):
             if isinstance(event, TrialResults):
+                executor.grant(event.trial_id, len(event.results))  # acknowledge, as the driver
                 if first is None:
                     first = time.perf_counter()
                 else:
@@ -106,6 +107,8 @@ def trials_per_second(executor: Executor, root: str, run: int, n: int, reuse: bo
         for event in executor.poll(10):
             if isinstance(event, TrialResults) and event.results[-1].get("done"):
                 executor.stop_trial(event.trial_id)
+            elif isinstance(event, TrialResults):
+                executor.grant(event.trial_id, len(event.results))
             elif isinstance(event, TrialStopped) and pending:
                 trial = launch(root, pending.pop(), blob, "ten", initial_credit=100, reuse=reuse)
                 executor.start_trial(trial)
