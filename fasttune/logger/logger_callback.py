@@ -340,7 +340,7 @@ def default_logger_callbacks(user_callbacks: Iterable[Any] | None = None) -> lis
     for cls in needs_default_loggers(user_callbacks):
         try:
             callbacks.append(cls())
-        except ImportError as e:  # installed but broken (e.g. a protobuf mismatch)
+        except ImportError as e:  # e.g. tensorboardX gone since it was found
             cause = f" ({e.__cause__!r})" if e.__cause__ is not None else ""
             logger.warning("Not logging with %s: %s%s", cls.__name__, e, cause)
     return callbacks
