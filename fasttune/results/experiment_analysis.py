@@ -383,14 +383,25 @@ class ExperimentAnalysis:
         configs = self.get_all_configs(prefix=True)
         rows = []
         for trial in self.trials:
-            results, _ = self._history(trial)
-            if not results:
+            chosen = self._row_result(trial, metric, mode)
+            if chosen is None:
                 continue
-            row = flat_row(best_row(results, metric, mode))
+            row = flat_row(chosen)
             row.update(configs[trial.trial_id])
             row["logdir"] = trial.local_path
             rows.append(row)
         return pandas().DataFrame.from_records(rows)
+
+    def _row_result(
+        self, trial: Trial, metric: str | None, mode: str | None
+    ) -> dict[str, Any] | None:
+        """The result a data-frame row shows: the last one, or the best by metric/mode."""
+        if (metric is None or mode is None) and trial.trial_id not in self._histories:
+            last = files.read_last_result(self._fs, trial.local_path) if trial.local_path else None
+            if last is not None:
+                return last
+        results, _ = self._history(trial)
+        return best_row(results, metric, mode) if results else None
 
     def __repr__(self) -> str:
         return (
