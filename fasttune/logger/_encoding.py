@@ -70,12 +70,44 @@ def _stringify_keys(obj: Any, depth: int = 0) -> Any:
 _LINE_ENCODER = SafeFallbackEncoder()
 
 
+def _one_shot_encoder() -> Any:
+    """The C encoder that ``json.dumps`` would build anew for every call, built once.
+
+    ``JSONEncoder.encode`` makes a fresh C encoder (and a circular-reference memo) on
+    each call; a result line is encoded for every result, so this one is kept. It
+    skips the circular check: a self-referencing result fails with RecursionError
+    and takes the checked path below. None where the C accelerator is missing.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return None
+    return make(
+        None,  # no circular-reference memo
+        _LINE_ENCODER.default,
+        json.encoder.encode_basestring_ascii,
+        None,  # no indent
+        ": ",
+        ", ",
+        False,  # sort_keys
+        False,  # skipkeys
+        True,  # allow_nan: NaN and Infinity as Python writes them, as Ray does
+    )
+
+
+_FAST_LINE_ENCODER = _one_shot_encoder()
+
+
 def encode_result_line(result: Any) -> bytes:
     """Encode one result as a single JSON line (ending with a newline), as bytes.
 
     The output is ASCII (non-ASCII characters are escaped), so it never holds a raw
     newline before the terminating one.
     """
+    if _FAST_LINE_ENCODER is not None and type(result) is dict:
+        try:
+            return ("".join(_FAST_LINE_ENCODER(result, 0)) + "\n").encode("ascii")
+        except (TypeError, ValueError, RecursionError):
+            pass  # odd keys or a cycle: the checked path says which
     try:
         text = _LINE_ENCODER.encode(result)
     except (TypeError, ValueError):

@@ -88,3 +88,25 @@ def test_result_files_hold_every_line_before_the_state_records_a_checkpoint_or_e
     path = os.path.join(grid[0].path, "result.json")
     with open(path) as f:
         assert [json.loads(line)["i"] for line in f] == list(range(30))
+
+
+def test_buffered_csv_rows_survive_new_missing_and_reordered_keys(tmp_path):
+    import csv
+
+    from fasttune.logger.csv import CSVResultWriter
+
+    writer = CSVResultWriter(str(tmp_path), buffered=True)
+    writer.write_result({"a": 1, "b": 2})
+    writer.write_result({"b": 3, "a": 4})  # same columns, another order
+    writer.write_result({"a": 5, "b": 6, "c": 7})  # a new column: header rewritten
+    writer.flush()
+    writer.write_result({"a": 8})  # a missing column
+    writer.close()
+    with open(tmp_path / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows == [
+        {"a": "1", "b": "2", "c": ""},
+        {"a": "4", "b": "3", "c": ""},
+        {"a": "5", "b": "6", "c": "7"},
+        {"a": "8", "b": "", "c": ""},
+    ]
