@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from fasttune import result as R
+from fasttune._internal.noop_hooks import is_noop_hook
 from fasttune._internal.run_spec import RunSpec
 from fasttune.experiment.trial import Trial
 from fasttune.logger._flatten import flatten_result
@@ -30,6 +31,10 @@ class ResultPipeline:
         self.spec = spec
         self.view = view
         self.required_metrics = {m for m in (spec.metric,) if m}
+        # Plugins that ignore intermediate results (FIFO, the default search) are not
+        # called, and then no copy of the result is made for them.
+        self._scheduler_listens = not is_noop_hook(spec.scheduler, "on_trial_result")
+        self._search_listens = not is_noop_hook(spec.search_alg, "on_trial_result")
 
     def __call__(self, trial: Trial, result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The decision for ``result`` and the result as recorded."""
@@ -48,14 +53,16 @@ class ResultPipeline:
         stopper = spec.stopper
         # Plugins get their own copy: what they add (e.g. HyperBand's "hyperband_info")
         # must not reach the result files.
-        seen = dict(flat)
+        seen = dict(flat) if self._scheduler_listens or self._search_listens else flat
         if (stopper is not None and stopper(trial.trial_id, result)) or trial.should_stop(flat):
             decision = STOP
-        else:
+        elif self._scheduler_listens:
             decision = spec.scheduler.on_trial_result(self.view, trial, seen)
+        else:
+            decision = CONTINUE
         if decision == STOP:
             result[R.DONE] = True
-        else:
+        elif self._search_listens:
             spec.search_alg.on_trial_result(trial.trial_id, seen)
         trial.update_last_result(result, flat)
         return decision, result

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from fasttune._internal.noop_hooks import noop_hook
 from fasttune.search._metric_mode import MetricModeMixin
 from fasttune.search._pickled_state import newest_matching, read_pickle, write_pickle
 
@@ -89,6 +90,7 @@ class SearchAlgorithm(MetricModeMixin):
         """
         raise NotImplementedError(f"{type(self).__name__} must implement next_suggestion().")
 
+    @noop_hook
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         """Hear an intermediate result of a trial this algorithm suggested."""
 

@@ -161,3 +161,20 @@ def test_set_trial_resources_restarts_with_the_new_resources(run_config):
     lines = [json.loads(line) for line in open(os.path.join(grid[0].path, "result.json"))]
     assert [line["cpus"] for line in lines] == [1, 1, 2, 2, 2, 2]
     assert [line["n"] for line in lines] == [1, 2, 3, 4, 5, 6]
+
+
+def test_noop_hooks_are_marked_and_overrides_are_not():
+    """The runner skips on_trial_result only where the plugin's method is the no-op."""
+    from fasttune._internal.noop_hooks import is_noop_hook
+
+    class Listening(tune.schedulers.FIFOScheduler):
+        def on_trial_result(self, tune_controller, trial, result):
+            return self.CONTINUE
+
+    assert is_noop_hook(tune.schedulers.FIFOScheduler(), "on_trial_result")
+    assert is_noop_hook(tune.search.BasicVariantGenerator(), "on_trial_result")
+    assert not is_noop_hook(Listening(), "on_trial_result")
+    assert not is_noop_hook(tune.schedulers.ASHAScheduler(), "on_trial_result")
+    patched = tune.schedulers.FIFOScheduler()
+    patched.on_trial_result = lambda *a: "STOP"
+    assert not is_noop_hook(patched, "on_trial_result")
