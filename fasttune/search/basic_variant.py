@@ -82,7 +82,7 @@ class BasicVariantGenerator(SearchAlgorithm):
         self._handed_out = 0
         # Position: pass index, generator as the pass began, items pulled from the pass.
         self._pass = -1
-        self._pass_rng = b""  # the generator pickled as the current pass began
+        self._pass_rng: Any = None  # the generator's state as the current pass began
         self._spec_blob: bytes | None = None  # (space, points), pickled once
         self._in_pass = 0
         self._variants: Iterator[_Variant] | None = None
@@ -118,7 +118,10 @@ class BasicVariantGenerator(SearchAlgorithm):
         if self._rng is None:
             import numpy as np
 
-            self._rng = np.random.RandomState(np.random.randint(0, 2**31 - 1))
+            # A Generator, not a legacy RandomState: its state is a few ints, so the
+            # copy taken at the start of every pass (for exact resume) is cheap.
+            # Seeded from numpy's global state, so np.random.seed() repeats a run.
+            self._rng = np.random.default_rng(np.random.randint(0, 2**31 - 1))
         self._configured = True
         if self._total_samples == 0:
             self.set_finished()
@@ -186,7 +189,7 @@ class BasicVariantGenerator(SearchAlgorithm):
         if index < len(self._points):
             space = resolved_with_presets(space, self._points[index])
         self._pass = index
-        self._pass_rng = pickle.dumps(self._rng)
+        self._pass_rng = _snapshot(self._rng)
         self._in_pass = 0
         self._variants = generate_variants(
             space, self._constant_grid_search, as_random_source(self._rng)
@@ -211,7 +214,7 @@ class BasicVariantGenerator(SearchAlgorithm):
             "handed_out": self._handed_out,
             "live_trials": sorted(self._live_trials),
             "pass": self._pass,
-            "pass_rng": self._pass_rng if started else pickle.dumps(self._rng),
+            "pass_rng": pickle.dumps(_restored(self._pass_rng) if started else self._rng),
             "in_pass": self._in_pass,
             "buffer": self._buffer,
         }
@@ -282,3 +285,23 @@ def _check_max_concurrent(max_concurrent: Any) -> int:
     if max_concurrent < 0:
         raise ValueError(f"`max_concurrent` must be >= 0 (0: no limit), got {max_concurrent}.")
     return int(max_concurrent)
+
+
+def _snapshot(rng: Any) -> Any:
+    """The generator's state, cheaply: a Generator's few ints, else a pickle."""
+    bit_generator = getattr(rng, "bit_generator", None)
+    if bit_generator is not None:
+        return (type(bit_generator), bit_generator.state)
+    return pickle.dumps(rng)  # a legacy RandomState: 2.5 KB of state
+
+
+def _restored(snapshot: Any) -> Any:
+    """A generator in the state :func:`_snapshot` recorded."""
+    if isinstance(snapshot, bytes):
+        return pickle.loads(snapshot)
+    import numpy as np
+
+    bit_generator_type, state = snapshot
+    bit_generator = bit_generator_type()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)
