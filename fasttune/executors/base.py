@@ -162,7 +162,7 @@ class Executor(abc.ABC):
 
     @abc.abstractmethod
     def grant(self, trial_id: str, iterations: int) -> None:
-        """Allow a running trial ``iterations`` more training iterations."""
+        """Allow a running trial ``iterations`` more iterations, acknowledging as many results."""
 
     @abc.abstractmethod
     def save_trial(self, trial_id: str) -> None:
