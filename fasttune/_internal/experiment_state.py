@@ -40,8 +40,8 @@ from typing import Any
 
 import cloudpickle
 
-from fasttune.logger._encoding import to_builtin
-from fasttune.storage.filesystem import atomic_write_bytes, atomic_write_text
+from fasttune.logger._encoding import encode_result_line
+from fasttune.storage.filesystem import atomic_write_bytes
 
 SNAPSHOT_FILE = "experiment_state.json"
 JOURNAL_FILE = "experiment_state.journal"
@@ -56,11 +56,20 @@ _READABLE_VERSIONS = (1, 2)
 
 
 def trial_state(trial: Any) -> dict[str, Any]:
-    """A trial's JSON state, including its last result (made JSON-safe)."""
+    """A trial's state for JSON, including its last result.
+
+    Values JSON cannot hold (numpy scalars and arrays, odd keys) are converted when
+    the record is encoded (:func:`encode_record`), in the same pass.
+    """
     state = trial.to_json()
-    state["last_result"] = to_builtin({k: v for k, v in trial.last_result.items() if k != "config"})
-    state["evaluated_params"] = to_builtin(trial.evaluated_params)
+    state["last_result"] = {k: v for k, v in trial.last_result.items() if k != "config"}
+    state["evaluated_params"] = trial.evaluated_params
     return state
+
+
+def encode_record(record: Any) -> bytes:
+    """One JSON line for ``record``, odd values converted (numpy to lists and numbers)."""
+    return encode_result_line(record)
 
 
 @dataclass
@@ -159,8 +168,7 @@ class ExperimentStateStore:
             os.makedirs(self.path, exist_ok=True)
             self._journal = open(self._file(JOURNAL_FILE), "ab", buffering=0)  # noqa: SIM115
         self._seq += 1
-        line = json.dumps({"seq": self._seq, "trial": self._state(trial)}) + "\n"
-        self._journal.write(line.encode("utf-8"))
+        self._journal.write(encode_record({"seq": self._seq, "trial": self._state(trial)}))
         trial_id = trial.trial_id
         self._changed[trial_id] = trial
         if trial.is_finished():
@@ -212,10 +220,10 @@ class ExperimentStateStore:
             "version": FORMAT_VERSION,
             "timestamp": time.time(),
             "journal_seq": self._seq,
-            "meta": to_builtin(meta),
+            "meta": meta,
             "trials": [self._state(t) for t in self._live.values()],
         }
-        atomic_write_text(self._file(SNAPSHOT_FILE), json.dumps(document))
+        atomic_write_bytes(self._file(SNAPSHOT_FILE), encode_record(document))
         if self._journal is not None:
             self._journal.truncate(0)
 
@@ -226,15 +234,15 @@ class ExperimentStateStore:
             for trial in trials:
                 self._state_position(trial)
             self._live = {t.trial_id: t for t in trials if not t.is_finished()}
-            lines = "".join(json.dumps(self._state(t)) + "\n" for t in trials)
-            atomic_write_text(self._file(BASE_FILE), lines)
+            lines = b"".join(encode_record(self._state(t)) for t in trials)
+            atomic_write_bytes(self._file(BASE_FILE), lines)
             self._based = True
         else:
             finished = [t for t in self._changed.values() if t.is_finished()]
             if finished:
-                lines = "".join(json.dumps(self._state(t)) + "\n" for t in finished)
+                lines = b"".join(encode_record(self._state(t)) for t in finished)
                 with open(self._file(BASE_FILE), "ab") as f:
-                    f.write(lines.encode("utf-8"))
+                    f.write(lines)
                     f.flush()
                     os.fsync(f.fileno())  # before the snapshot stops listing them
         self._changed = {}
