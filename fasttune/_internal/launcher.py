@@ -9,6 +9,7 @@ from typing import Any
 from fasttune._internal.run_spec import RunSpec
 from fasttune.executors.base import Allocation, TrialLaunch
 from fasttune.experiment.trial import Trial
+from fasttune.storage.filesystem import ensure_dir
 from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO, TrialInfo
 
 _CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
@@ -30,7 +31,7 @@ def make_launch(
     spec: RunSpec, trial: Trial, allocation: Allocation, restore_path: str | None
 ) -> TrialLaunch:
     trial_dir = trial.init_local_path()
-    os.makedirs(trial_dir, exist_ok=True)
+    ensure_dir(trial_dir)
     config: dict[str, Any] = dict(trial.config)
     config[TRIAL_INFO] = TrialInfo(
         trial_id=trial.trial_id,

@@ -35,6 +35,7 @@ from fasttune.executors.base import (
     TrialStopped,
 )
 from fasttune.logger.noop import NoopLogger
+from fasttune.storage.filesystem import ensure_dir
 
 logger = logging.getLogger(__name__)
 
@@ -329,7 +330,7 @@ class WorkerLoop:
 
     # ------------------------------------------------------------------ helpers
     def _enter_trial_environment(self, launch: TrialLaunch) -> None:
-        os.makedirs(launch.trial_dir, exist_ok=True)
+        ensure_dir(launch.trial_dir)
         if not self._isolated:
             return
         # Before the class is unpickled: importing a CUDA library may read it.

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from fasttune.logger import _tb_proto
+from fasttune.storage.filesystem import ensure_dir
 
 _counter = itertools.count()
 _pack_length = struct.Struct("<Q").pack
@@ -71,7 +72,7 @@ class EventFileWriter:
     """
 
     def __init__(self, logdir: str, flush_secs: float = 30.0):
-        os.makedirs(logdir, exist_ok=True)
+        ensure_dir(logdir)
         name = (
             f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
             f"{os.getpid()}.{next(_counter)}"

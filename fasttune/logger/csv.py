@@ -16,7 +16,7 @@ from fasttune.logger._appender import LineAppender, drop_partial_last_line
 from fasttune.logger._flatten import flatten_result
 from fasttune.logger.logger import Logger
 from fasttune.result import CONFIG, EXPR_PROGRESS_FILE
-from fasttune.storage.filesystem import atomic_write_bytes
+from fasttune.storage.filesystem import atomic_write_bytes, ensure_dir
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class CSVResultWriter:
     def _open(self) -> LineAppender:
         if self._closed:
             raise ValueError(f"Cannot write to {self.path}: the writer is closed.")
-        os.makedirs(self.logdir, exist_ok=True)
+        ensure_dir(self.logdir)
         drop_partial_last_line(self.path)
         header = self._read_header()
         if header:

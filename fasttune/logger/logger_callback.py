@@ -27,6 +27,7 @@ from fasttune.result import (
     EXPR_PROGRESS_FILE,
     EXPR_RESULT_FILE,
 )
+from fasttune.storage.filesystem import ensure_dir
 
 if TYPE_CHECKING:
     from fasttune.experiment.trial import Trial
@@ -119,7 +120,7 @@ def _trial_dir(trial: Trial) -> str:
             f"Trial {trial} has no directory to log to (experiment_path="
             f"{trial.experiment_path!r}); the controller must set it before starting the trial."
         )
-    os.makedirs(path, exist_ok=True)
+    ensure_dir(path)
     return path
 
 

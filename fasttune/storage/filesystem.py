@@ -7,6 +7,7 @@ are served by :class:`FsspecFileSystem`, which imports fsspec lazily.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -218,13 +219,28 @@ def local_filesystem() -> LocalFileSystem:
     return _LOCAL
 
 
+def ensure_dir(path: str) -> None:
+    """Create the directory ``path`` (and its parents) unless it exists.
+
+    One ``stat`` when it exists, where ``os.makedirs(exist_ok=True)`` costs a failed
+    ``mkdir``, an exception and a ``stat``: it runs several times per trial.
+    """
+    if not os.path.isdir(path):
+        os.makedirs(path, exist_ok=True)
+
+
+# Temp names unique across processes and hosts (a random token drawn once per
+# process) and within a process (a counter): no random draw per write.
+_TEMP_TOKEN = uuid.uuid4().hex[:8]
+_temp_counter = itertools.count()
+
+
 def _temp_path_beside(path: str) -> tuple[str, str]:
     """(directory, hidden unique temp path) for an atomic write of ``path``."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    return directory, os.path.join(
-        directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:12]}.tmp"
-    )
+    ensure_dir(directory)
+    name = f".{os.path.basename(path)}.{_TEMP_TOKEN}{os.getpid():x}.{next(_temp_counter)}.tmp"
+    return directory, os.path.join(directory, name)
 
 
 def _fsync_dir(directory: str) -> None:
