@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -49,9 +50,7 @@ def trial_from_state(
     )
     trial.relative_logdir = state["relative_logdir"]
     if state.get("resources"):
-        from fasttune.execution.placement_groups import PlacementGroupFactory
-
-        trial.placement_group_factory = PlacementGroupFactory.from_json(state["resources"])
+        trial.placement_group_factory = _factory_from_json(state["resources"])
     trial.status = TrialStatus(state["status"])
     trial.num_failures = state.get("num_failures", 0)
     trial.error_msg = state.get("error_msg")
@@ -69,3 +68,21 @@ def trial_from_state(
     manager.load_json(state.get("checkpoints"))
     trial.checkpoint_manager = manager
     return trial
+
+
+_factories: dict[str, Any] = {}
+
+
+def _factory_from_json(data: dict[str, Any]) -> Any:
+    """The ``PlacementGroupFactory`` of ``data``, one shared instance per distinct request.
+
+    Factories are immutable, and most trials of an experiment ask for the same
+    resources: building (and validating) one per trial was a tenth of a restore.
+    """
+    from fasttune.execution.placement_groups import PlacementGroupFactory
+
+    key = json.dumps(data, sort_keys=True)
+    factory = _factories.get(key)
+    if factory is None:
+        factory = _factories[key] = PlacementGroupFactory.from_json(data)
+    return factory
