@@ -51,6 +51,13 @@ class Workload:
     workload: str = ""
     # The floor again with the 18-key results Ray Tune users get (bench/floor_ray_schema.py).
     schema_floor: Callable[[], float] | None = None
+    # Settings for Ray Tune's runs only (fewer trials where Ray takes seconds per trial).
+    ray_env: tuple[tuple[str, str], ...] = ()
+    ident: str = ""  # what --only names; the workload's name when empty
+
+    @property
+    def id(self) -> str:
+        return self.ident or self.workload
 
 
 def _result_line(out: str) -> dict:
@@ -73,13 +80,13 @@ def bench_env() -> dict[str, str]:
     return env
 
 
-def run_script(python: str, args: list[str]) -> dict:
+def run_script(python: str, args: list[str], extra_env: tuple[tuple[str, str], ...] = ()) -> dict:
     proc = subprocess.run(
         [python, *args],
         capture_output=True,
         text=True,
         cwd=tempfile.gettempdir(),
-        env=bench_env(),
+        env={**bench_env(), **dict(extra_env)},
         timeout=1800,
     )
     if proc.returncode != 0:
@@ -114,7 +121,8 @@ WORKLOAD_TABLE = [
              workload="trials", schema_floor=floor("trials", SCHEMA_FLOOR)),
     Workload("trials, reuse_actors=False", "trials_per_s", True, floor("trials"),
              ">= 35% of floor", script=NO_REUSE, workload="trials",
-             schema_floor=floor("trials", SCHEMA_FLOOR)),
+             schema_floor=floor("trials", SCHEMA_FLOOR),
+             ray_env=(("N", "100"),), ident="trials-no-reuse"),  # Ray: an actor per trial
     Workload("throughput", "results_per_s", True, floor("throughput"), ">= 50% of floor",
              workload="throughput", schema_floor=floor("throughput", SCHEMA_FLOOR)),
     Workload("cold (docs example, whole process)", "process_s", False, None,
@@ -155,7 +163,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="runs per contender (median)")
     parser.add_argument("--ray-runs", type=int, default=None, help="runs of Ray (default: --runs)")
-    parser.add_argument("--only", default="", help="comma-separated workload names")
+    parser.add_argument(
+        "--only", default="", help="comma-separated: trials, trials-no-reuse, throughput, ..."
+    )
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--json", default="", help="also write the rows to this file")
     args = parser.parse_args()
@@ -174,7 +184,7 @@ def main() -> None:
     ray_note = ray_runs if ray else "not installed"
     print(f"runs: {args.runs} (Ray: {ray_note}), cpus: {os.cpu_count()}")
     for w in WORKLOAD_TABLE:
-        if only and w.workload not in only and w.name not in only:
+        if only and w.id not in only:
             continue
         floors: list[float] = []
         schema_floors: list[float] = []
@@ -187,7 +197,7 @@ def main() -> None:
                 schema_floors.append(w.schema_floor())
             ours.append(run_script(sys.executable, [w.script, "fasttune", w.workload])[w.key])
             if ray and i < ray_runs:
-                theirs.append(run_script(ray, [w.script, "ray", w.workload])[w.key])
+                theirs.append(run_script(ray, [w.script, "ray", w.workload], w.ray_env)[w.key])
         row = {
             "workload": w.name,
             "figure": w.key,

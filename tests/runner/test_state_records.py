@@ -25,6 +25,16 @@ def lines(path: str) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
+def started_store(path: str, n: int) -> tuple[ExperimentStateStore, list[Trial]]:
+    """A store that recorded ``n`` new trials and took its first snapshot."""
+    store = ExperimentStateStore(path)
+    trials = make_trials(path, n)
+    for t in trials:
+        store.record_trial(t)
+    store.snapshot(trials, {})
+    return store, trials
+
+
 def finish(store: ExperimentStateStore, trial: Trial, value: int) -> None:
     trial.last_result = {"x": value}
     trial.set_status(TrialStatus.TERMINATED)
@@ -33,11 +43,7 @@ def finish(store: ExperimentStateStore, trial: Trial, value: int) -> None:
 
 def test_snapshot_lists_only_live_trials_and_base_grows_by_finished_ones(tmp_path):
     path = str(tmp_path)
-    store = ExperimentStateStore(path)
-    trials = make_trials(path, 6)
-    for t in trials:
-        store.record_trial(t)
-    store.snapshot(trials, {})
+    store, trials = started_store(path, 6)
     assert len(lines(os.path.join(path, BASE_FILE))) == 6  # first snapshot: everyone
     for t in trials[:4]:
         finish(store, t, int(t.trial_id[-1]))
@@ -60,11 +66,7 @@ def test_snapshot_lists_only_live_trials_and_base_grows_by_finished_ones(tmp_pat
 def test_crash_after_base_append_before_snapshot_keeps_the_latest_states(tmp_path):
     """Base appended, old snapshot still there: the journal's later lines win."""
     path = str(tmp_path)
-    store = ExperimentStateStore(path)
-    trials = make_trials(path, 3)
-    for t in trials:
-        store.record_trial(t)
-    store.snapshot(trials, {})
+    store, trials = started_store(path, 3)
     with open(os.path.join(path, SNAPSHOT_FILE), "rb") as f:
         old_snapshot = f.read()
     finish(store, trials[0], 7)
@@ -85,11 +87,7 @@ def test_crash_after_base_append_before_snapshot_keeps_the_latest_states(tmp_pat
 
 def test_torn_base_line_is_ignored(tmp_path):
     path = str(tmp_path)
-    store = ExperimentStateStore(path)
-    trials = make_trials(path, 2)
-    for t in trials:
-        store.record_trial(t)
-    store.snapshot(trials, {})
+    store, trials = started_store(path, 2)
     finish(store, trials[0], 1)
     store.snapshot(trials, {})
     store.close()
