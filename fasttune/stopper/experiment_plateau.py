@@ -7,8 +7,6 @@ import math
 import numbers
 from typing import Any
 
-import numpy as np
-
 from fasttune.stopper.stopper import Stopper
 from fasttune.stopper.trial_plateau import metric_value
 
@@ -93,7 +91,11 @@ class ExperimentPlateauStopper(Stopper):
 
     def has_plateaued(self) -> bool:
         """Whether the ``top`` best values are known and within ``std`` of each other."""
-        return len(self._top_values) == self._top and bool(np.std(self._top_values) <= self._std)
+        if len(self._top_values) < self._top:
+            return False
+        import numpy as np  # here, not at import: make_stopper loads this module for every run
+
+        return bool(np.std(self._top_values) <= self._std)
 
     def stop_all(self) -> bool:
         return self.has_plateaued() and self._iterations >= self._patience

@@ -8,8 +8,6 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from fasttune.stopper.stopper import Stopper
 
 
@@ -118,6 +116,8 @@ class TrialPlateauStopper(Stopper):
                 return False
             if self._mode == "max" and value < threshold:
                 return False
+        import numpy as np  # here, not at import: make_stopper loads this module for every run
+
         return bool(np.std(np.asarray(window, dtype=float)) < self._std)
 
     def stop_all(self) -> bool:
