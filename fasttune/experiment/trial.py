@@ -6,6 +6,7 @@ import enum
 import numbers
 import os
 import re
+import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -25,6 +26,34 @@ _NO_STATS = frozenset(
         R.ITERATIONS_SINCE_RESTORE, R.TIMESTEPS_SINCE_RESTORE, R.DONE,
     )
 )  # fmt: skip
+
+
+_ANALYSIS_KEYS = ("max", "min", "avg", "last", "last-5-avg", "last-10-avg")
+# Result values that repeat across trials: interned when a trial finishes.
+_INTERNED_KEYS = (R.HOSTNAME, R.NODE_IP, R.EXPERIMENT_ID, R.DATE, R.TRIAL_ID)
+
+
+def _final_stats(entry: list[Any]) -> tuple[Any, ...]:
+    """A running statistics entry as its final figures (then the sum and the count)."""
+    high, low, total, count, window = entry
+    last5 = window[-5:]
+    return (
+        high,
+        low,
+        total / count,
+        window[-1],
+        sum(last5) / len(last5),
+        sum(window) / len(window),
+        total,
+        count,
+    )
+
+
+def _reopened_stats(final: tuple[Any, ...]) -> list[Any]:
+    """Running statistics again from final figures; the averages of the last 5 and 10
+    restart from the last value."""
+    high, low, _avg, last, _last5, _last10, total, count = final
+    return [high, low, total, count, [last]]
 
 
 class TrialStatus(str, enum.Enum):
@@ -154,9 +183,33 @@ class Trial:
             self.start_time = time.time()
         self.status = TrialStatus(status)
         if self.is_finished():
-            # Only the loggers read the flattened result, while the trial reports; a
-            # finished trial keeps its last result and statistics, not this copy.
-            self.last_flat_result = {}
+            self._compact()
+
+    def _compact(self) -> None:
+        """Keep less of a finished trial: the driver holds every trial to the end.
+
+        Only the loggers read the flattened result (while the trial reports); the
+        statistics shrink to their final figures; the last result's config becomes
+        the trial's own when equal, and its repeated strings are interned.
+        """
+        self.last_flat_result = {}
+        self._stats = {
+            key: entry if type(entry) is tuple else _final_stats(entry)
+            for key, entry in self._stats.items()
+        }
+        result = self.last_result
+        reported = result.get(R.CONFIG)
+        if reported is not None and reported is not self.config:
+            try:
+                same = bool(reported == self.config)
+            except Exception:  # values that do not compare plainly (arrays)
+                same = False
+            if same:
+                result[R.CONFIG] = self.config
+        for key in _INTERNED_KEYS:
+            value = result.get(key)
+            if type(value) is str:
+                result[key] = sys.intern(value)
 
     def set_config(self, config: dict[str, Any]) -> None:
         self.config = config
@@ -194,6 +247,8 @@ class Trial:
             elif key in _NO_STATS:
                 continue
             entry = stats.get(key)
+            if type(entry) is tuple:  # a finished trial that reports again (rare)
+                entry = stats[key] = _reopened_stats(entry)
             if entry is None:
                 # A plain list for the last 10 values: a deque costs ~620 bytes even
                 # when empty, and every finished trial keeps its statistics.
@@ -214,17 +269,10 @@ class Trial:
     def metric_analysis(self) -> dict[str, dict[str, float]]:
         """Per-metric ``max``, ``min``, ``avg``, ``last``, ``last-5-avg``, ``last-10-avg``."""
         analysis = {}
-        for key, (high, low, total, count, window) in self._stats.items():
-            recent = window
-            last5 = recent[-5:]
-            analysis[key] = {
-                "max": high,
-                "min": low,
-                "avg": total / count,
-                "last": recent[-1],
-                "last-5-avg": sum(last5) / len(last5),
-                "last-10-avg": sum(recent) / len(recent),
-            }
+        for key, entry in self._stats.items():
+            if type(entry) is not tuple:
+                entry = _final_stats(entry)
+            analysis[key] = dict(zip(_ANALYSIS_KEYS, entry[:6]))
         return analysis
 
     def should_stop(self, result: Mapping[str, Any]) -> bool:
