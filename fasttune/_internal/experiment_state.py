@@ -231,8 +231,6 @@ class ExperimentStateStore:
         """Make the base records hold every trial the snapshot will not list."""
         if not self._based:
             # First snapshot of this run: every trial, in creation order (O(trials) once).
-            for trial in trials:
-                self._state_position(trial)
             self._live = {t.trial_id: t for t in trials if not t.is_finished()}
             lines = b"".join(encode_record(self._state(t)) for t in trials)
             atomic_write_bytes(self._file(BASE_FILE), lines)
@@ -246,10 +244,6 @@ class ExperimentStateStore:
                     f.flush()
                     os.fsync(f.fileno())  # before the snapshot stops listing them
         self._changed = {}
-
-    def _state_position(self, trial: Any) -> None:
-        if trial.trial_id not in self._pos:
-            self._pos[trial.trial_id] = len(self._pos)
 
     def save_tuner(self, data: dict[str, Any]) -> None:
         atomic_write_bytes(self._file(TUNER_FILE), cloudpickle.dumps(data))
