@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fasttune import result as R
@@ -42,7 +43,6 @@ def test_last_result_shares_the_trial_config_and_interns_strings():
 
 
 def test_a_config_that_does_not_compare_plainly_is_left_alone():
-    import numpy as np
     trial = Trial("f", config={"w": np.arange(3)})
     trial.update_last_result({"loss": 1.0, R.CONFIG: {"w": np.arange(3)}})
     trial.set_status(TrialStatus.TERMINATED)
