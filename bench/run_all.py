@@ -99,19 +99,40 @@ def floor(kind: str, script: str = FLOOR) -> Callable[[], float]:
     return lambda: run_script(sys.executable, [script, kind])[key]
 
 
-def raw_checkpoint_rate(mb: int = 8, count: int = 40) -> float:
-    """MB/s of writing a checkpoint file and copying it into a trial dir, raw Python."""
+def _raw_checkpoints(base: str, trials: list[int], blob: bytes, iterations: int) -> None:
+    """One slot's share of the checkpoint workload, in plain Python: per iteration, write
+    the checkpoint into a new temporary directory (kept, as the workload keeps it), copy
+    it into the trial's directory and delete the one beyond the two kept."""
+    for trial in trials:
+        trial_dir = os.path.join(base, f"trial_{trial}")
+        for i in range(iterations):
+            src = tempfile.mkdtemp(dir=base)
+            with open(os.path.join(src, "blob"), "wb") as f:
+                f.write(blob)
+            shutil.copytree(src, os.path.join(trial_dir, f"checkpoint_{i:06d}"))
+            if i >= 2:
+                shutil.rmtree(os.path.join(trial_dir, f"checkpoint_{i - 2:06d}"))
+
+
+def raw_checkpoint_rate(mb: int = 8, trials: int = 4, iterations: int = 10) -> float:
+    """MB/s of the checkpoint workload's file work alone: two processes (the workload's
+    two slots), no runner."""
+    from multiprocessing import get_context
+
     blob = os.urandom(mb << 20)
     base = tempfile.mkdtemp(prefix="raw_ckpt_")
+    ctx = get_context("fork")
+    shares = [list(range(slot, trials, 2)) for slot in range(2)]
+    slots = [
+        ctx.Process(target=_raw_checkpoints, args=(base, share, blob, iterations))
+        for share in shares
+    ]
     start = time.perf_counter()
-    for i in range(count):
-        src = tempfile.mkdtemp(dir=base)
-        with open(os.path.join(src, "blob"), "wb") as f:
-            f.write(blob)
-        dst = os.path.join(base, f"trial_{i % 4}", f"checkpoint_{i:06d}")
-        shutil.copytree(src, dst)
-        shutil.rmtree(src)
-    rate = count * mb / (time.perf_counter() - start)
+    for p in slots:
+        p.start()
+    for p in slots:
+        p.join()
+    rate = trials * iterations * mb / (time.perf_counter() - start)
     shutil.rmtree(base)
     return rate
 
@@ -129,7 +150,7 @@ WORKLOAD_TABLE = [
              "<= 5% of Ray, <= 0.35 s", workload="cold"),
     Workload("overhead (fit / ideal)", "ratio", False, None, "<= 1.02", workload="overhead"),
     Workload("checkpoint (MB/s)", "mb_per_s", True, raw_checkpoint_rate,
-             ">= 80% of raw write+copy", workload="checkpoint"),
+             ">= 80% of the same file work in plain Python", workload="checkpoint"),
 ]  # fmt: skip
 
 
