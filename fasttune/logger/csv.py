@@ -64,7 +64,7 @@ class CSVResultWriter:
 
     Args:
         logdir: The trial directory (created if missing).
-        buffered: Keep rows in memory until :meth:`flush` (see ``LineAppender``).
+        buffered: Keep rows in memory until :meth:`flush` (at most 1,024 of them).
     """
 
     def __init__(self, logdir: str, buffered: bool = False):
@@ -94,7 +94,7 @@ class CSVResultWriter:
         header = self._read_header()
         if header:
             self._set_fieldnames(header)
-        self._out = LineAppender(self.path, buffered=self._buffered)
+        self._out = LineAppender(self.path)  # rows wait in the sink, not in the appender
         return self._out
 
     def _read_header(self) -> list[str] | None:
@@ -138,7 +138,7 @@ class CSVResultWriter:
             out.append(self._sink.take())
 
     def _hand_over(self) -> None:
-        """Pass the rows collected in the sink to the file."""
+        """Write the rows collected in the sink to the file, in one system call."""
         if self._sink.lines and self._out is not None:
             self._out.append(self._sink.take())
 
@@ -148,7 +148,7 @@ class CSVResultWriter:
         fieldnames = self._fieldnames + new_keys
         logger.debug("Adding columns %s to %s", new_keys, self.path)
         self._hand_over()
-        self._out.close()  # writes the buffered rows first
+        self._out.close()
         with open(self.path, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
         buffer = io.StringIO()
@@ -159,14 +159,12 @@ class CSVResultWriter:
             writer.writerow(row + [""] * (width - len(row)))
         atomic_write_bytes(self.path, _encode(buffer.getvalue()))
         self._set_fieldnames(fieldnames)
-        self._out = LineAppender(self.path, buffered=self._buffered)
+        self._out = LineAppender(self.path)
         return self._out
 
     def flush(self) -> None:
         """Hand buffered rows to the operating system."""
-        if self._out is not None:
-            self._hand_over()
-            self._out.flush()
+        self._hand_over()
 
     @property
     def closed(self) -> bool:

@@ -108,7 +108,7 @@ class LocalFileSystem(FileSystem):
         return os.path.isdir(path)
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        ensure_dir(path)
 
     def listdir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))
