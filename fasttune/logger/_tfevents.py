@@ -21,6 +21,11 @@ from fasttune.storage.filesystem import ensure_dir
 _counter = itertools.count()
 _pack_length = struct.Struct("<Q").pack
 _pack_crc = struct.Struct("<I").pack
+_pack_double = struct.Struct("<d").pack
+# Field keys of an Event: wall_time (1, fixed64), step (2, varint), summary (5, bytes).
+_WALL_TIME_KEY = b"\x09"
+_STEP_AND_SUMMARY = [(b"\x10" + bytes((n,)) if n else b"") + b"\x2a" for n in range(0x80)]
+_SMALL_LENGTHS = [bytes((n,)) for n in range(0x80)]
 
 
 def _crc32c_table() -> list[int]:
@@ -59,8 +64,11 @@ def _crc32c_function() -> Callable[[bytes], int]:
         return crc32c_python
 
 
+_U32 = 0xFFFFFFFF
+
+
 def _masked(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & _U32
 
 
 class EventFileWriter:
@@ -80,16 +88,23 @@ class EventFileWriter:
         self.path = os.path.join(logdir, name)
         self._file = open(self.path, "ab", buffering=1 << 16)  # noqa: SIM115
         self._crc = _crc32c_function()
+        self._headers: dict[int, bytes] = {}  # framed length headers by event length
         self._flush_secs = flush_secs
         self._last_flush = time.monotonic()
         self.write_event(_tb_proto.event(time.time(), file_version=_tb_proto.FILE_VERSION))
 
     def write_event(self, data: bytes) -> None:
         """Append one encoded ``Event`` as a TFRecord: length, crc, data, crc."""
-        header = _pack_length(len(data))
-        crc = self._crc
+        size = len(data)
+        framed_header = self._headers.get(size)
+        if framed_header is None:  # events of one result shape share their length
+            header = _pack_length(size)
+            framed_header = self._headers[size] = header + _pack_crc(_masked(self._crc(header)))
+        crc = self._crc(data)
         self._file.write(
-            header + _pack_crc(_masked(crc(header))) + data + _pack_crc(_masked(crc(data)))
+            b"".join(
+                (framed_header, data, _pack_crc((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & _U32))
+            )
         )
         now = time.monotonic()
         if now - self._last_flush >= self._flush_secs:
@@ -99,7 +114,21 @@ class EventFileWriter:
     def write_summary(self, summary: bytes, step: int | None = None) -> None:
         """Wrap an encoded ``Summary`` in an ``Event`` stamped now, and write it."""
         step = 0 if step is None else int(step)
-        self.write_event(_tb_proto.event(time.time(), step, summary=summary))
+        if 0 <= step < 0x80 and len(summary) < 0x80:
+            # The common case (one result's scalars at a small step) framed inline:
+            # the same bytes as _tb_proto.event, a third of its cost.
+            data = b"".join(
+                (
+                    _WALL_TIME_KEY,
+                    _pack_double(time.time()),
+                    _STEP_AND_SUMMARY[step],
+                    _SMALL_LENGTHS[len(summary)],
+                    summary,
+                )
+            )
+        else:
+            data = _tb_proto.event(time.time(), step, summary=summary)
+        self.write_event(data)
 
     def flush(self) -> None:
         if not self._file.closed:

@@ -13,9 +13,12 @@ from __future__ import annotations
 import importlib.util
 import logging
 import numbers
+import operator
 import re
+import struct
 import sys
 from collections.abc import Mapping
+from math import isnan
 from typing import Any
 
 from fasttune._internal._imports import MissingDependencyError
@@ -120,6 +123,45 @@ def _histogram_value(np: Any, tag: str, array: Any) -> bytes:
     )
 
 
+_SKIPPED_TYPES = frozenset((str, bool, type(None)))
+
+
+class _ScalarPlan:
+    """Encodes the scalars of results of one shape with one ``struct`` call.
+
+    Most trials report the same keys with the same types every iteration, so the
+    ``Summary`` of a result is the same tag prefixes with new float32 values between
+    them: a struct format of ``<len>s f`` pairs packs it in C, about four times faster
+    than encoding each value in Python (measured in bench/bench_encoding.py).
+    """
+
+    __slots__ = ("_args", "_struct", "tags", "values")
+
+    def __init__(self, keys: tuple[str, ...], tags: tuple[str, ...], prefixes: list[bytes]):
+        self.tags = tags
+        self.values = operator.itemgetter(*keys) if len(keys) > 1 else _single(keys[0])
+        self._struct = struct.Struct("<" + "".join(f"{len(p)}sf" for p in prefixes))
+        self._args: list[Any] = [None] * (2 * len(prefixes))
+        self._args[0::2] = prefixes
+
+    def encode(self, values: tuple[Any, ...]) -> bytes:
+        """The ``Summary`` of ``values`` (in ``tags`` order; none NaN).
+
+        Raises:
+            OverflowError: A value does not fit in a float32.
+        """
+        args = self._args
+        args[1::2] = values
+        return self._struct.pack(*args)
+
+
+def _single(key: str) -> Any:
+    def values(flat: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (flat[key],)
+
+    return values
+
+
 class TBXResultWriter:
     """Writes results and hyperparameters to a TensorBoard event file in a directory.
 
@@ -142,7 +184,10 @@ class TBXResultWriter:
         self._writer = EventFileWriter(logdir, flush_secs=flush_secs)
         # Per flattened key: its tag and the encoded start of its scalar entry.
         self._scalar_prefixes: dict[str, tuple[str, bytes]] = {}
+        # Per result shape (keys, value types): how to encode it in one call, or None.
+        self._plans: dict[tuple[tuple[str, ...], tuple[type, ...]], _ScalarPlan | None] = {}
         self._last_metrics: dict[str, float] = {}
+        self._last_scalars: tuple[_ScalarPlan, tuple[Any, ...]] | None = None
         self._count = 0
         self._warned: set[str] = set()
         self._closed = False
@@ -150,7 +195,14 @@ class TBXResultWriter:
     @property
     def last_metrics(self) -> dict[str, float]:
         """The scalar metrics of the last result, by tag."""
-        return dict(self._last_metrics)
+        return dict(self._current_metrics())
+
+    def _current_metrics(self) -> dict[str, float]:
+        if self._last_scalars is not None:  # built on demand: the fast path skips it
+            plan, values = self._last_scalars
+            self._last_metrics = dict(zip(plan.tags, map(float, values)))
+            self._last_scalars = None
+        return self._last_metrics
 
     def write_result(
         self, result: Mapping[str, Any], flat: Mapping[str, Any] | None = None
@@ -163,12 +215,58 @@ class TBXResultWriter:
         """
         self._count += 1
         step = result.get(TIMESTEPS_TOTAL) or result.get(TRAINING_ITERATION) or self._count
+        if flat is None:
+            flat = flatten_result(result, _NOT_LOGGED)
+        shape = (tuple(flat), tuple(map(type, flat.values())))
+        try:
+            plan = self._plans[shape]
+        except KeyError:
+            plan = self._plans[shape] = self._plan(*shape)
+        if plan is not None:
+            values = plan.values(flat)
+            if not any(map(isnan, values)):
+                try:
+                    summary = plan.encode(values)
+                except OverflowError:  # beyond float32: the general path writes +-inf
+                    pass
+                else:
+                    self._writer.write_summary(summary, step)
+                    self._last_scalars = (plan, values)
+                    return
+        self._write_general(flat, step)
+
+    def _plan(self, keys: tuple[str, ...], types: tuple[type, ...]) -> _ScalarPlan | None:
+        """The one-call encoding of results of this shape: every value a plain number
+        (logged) or a str, bool or None (skipped); None for any other shape."""
+        scalar_keys = []
+        for key, cls in zip(keys, types):
+            if key in _NOT_LOGGED or cls in _SKIPPED_TYPES:
+                continue
+            if cls is not float and cls is not int:
+                return None  # numpy scalars, arrays, lists...: the general path
+            scalar_keys.append(key)
+        if not scalar_keys:
+            return None
+        prefixes = [self._scalar_prefix(key)[1] for key in scalar_keys]
+        return _ScalarPlan(
+            keys=tuple(scalar_keys),
+            tags=tuple(TAG_PREFIX + key for key in scalar_keys),
+            prefixes=prefixes,
+        )
+
+    def _scalar_prefix(self, key: str) -> tuple[str, bytes]:
+        cached = self._scalar_prefixes.get(key)
+        if cached is None:
+            tag = TAG_PREFIX + key
+            cached = self._scalar_prefixes[key] = (tag, _tb_proto.scalar_entry_prefix(tag))
+        return cached
+
+    def _write_general(self, flat: Mapping[str, Any], step: int) -> None:
+        """Any result: numbers one by one (NaN skipped), arrays as histograms or images."""
         metrics: dict[str, float] = {}
         entries = []
         prefixes = self._scalar_prefixes
         float32 = _tb_proto.float32
-        if flat is None:
-            flat = flatten_result(result, _NOT_LOGGED)
         for key, value in flat.items():
             if key in _NOT_LOGGED:
                 continue
@@ -190,6 +288,7 @@ class TBXResultWriter:
         if entries:
             self._writer.write_summary(b"".join(entries), step)
         self._last_metrics = metrics
+        self._last_scalars = None
 
     def _write_array(self, tag: str, value: Any, step: int) -> None:
         import numpy as np
@@ -235,7 +334,7 @@ class TBXResultWriter:
         Returns:
             Whether the hparams were written.
         """
-        metrics = self._last_metrics if metrics is None else dict(metrics)
+        metrics = self._current_metrics() if metrics is None else dict(metrics)
         kept: dict[str, Any] = {}
         dropped = []
         for key, value in flatten_dict(params, delimiter="/").items():
