@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import bisect
 import math
-import numbers
 from typing import Any
 
+from fasttune._internal.numeric import is_int, is_real
 from fasttune.stopper.stopper import Stopper
 from fasttune.stopper.trial_plateau import metric_value
 
@@ -57,13 +57,13 @@ class ExperimentPlateauStopper(Stopper):
             raise ValueError(
                 f"ExperimentPlateauStopper: `mode` must be 'min' or 'max', got {mode!r}."
             )
-        if isinstance(top, bool) or not isinstance(top, numbers.Integral) or top <= 1:
+        if not is_int(top) or top <= 1:
             raise ValueError(f"ExperimentPlateauStopper: `top` must be an int > 1, got {top!r}.")
-        if isinstance(patience, bool) or not isinstance(patience, numbers.Integral) or patience < 0:
+        if not is_int(patience) or patience < 0:
             raise ValueError(
                 f"ExperimentPlateauStopper: `patience` must be an int >= 0, got {patience!r}."
             )
-        if isinstance(std, bool) or not isinstance(std, numbers.Real) or not std > 0:
+        if not is_real(std) or not std > 0:
             raise ValueError(f"ExperimentPlateauStopper: `std` must be a number > 0, got {std!r}.")
         self._metric = metric
         self._std = std

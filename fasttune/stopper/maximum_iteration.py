@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from numbers import Integral
 from typing import Any
 
+from fasttune._internal.numeric import is_int
 from fasttune.stopper.stopper import Stopper
 
 
@@ -27,7 +27,7 @@ class MaximumIterationStopper(Stopper):
     """
 
     def __init__(self, max_iter: int):
-        if isinstance(max_iter, bool) or not isinstance(max_iter, Integral):
+        if not is_int(max_iter):
             raise TypeError(f"`max_iter` must be an int, got {max_iter!r}.")
         if max_iter < 0:
             raise ValueError(f"`max_iter` must be >= 0, got {max_iter}.")
