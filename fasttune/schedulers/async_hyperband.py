@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import copy
 import logging
-import numbers
 import warnings
 from typing import Any
 
 import numpy as np
 
+from fasttune._internal.numeric import is_int, is_real
 from fasttune.experiment.trial import Trial
 from fasttune.schedulers._metric_scheduler import MetricModeScheduler
 from fasttune.schedulers.trial_scheduler import ControllerView, TrialScheduler
@@ -82,7 +82,7 @@ class _Bracket:
 
 
 def _check_number(name: str, value: Any, low: float, inclusive: bool) -> None:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    ok = is_real(value)
     if ok:
         ok = value >= low if inclusive else value > low
     if not ok:
@@ -159,7 +159,7 @@ class AsyncHyperBandScheduler(MetricModeScheduler):
                 f"AsyncHyperBandScheduler: `grace_period` ({grace_period!r}) must be <= "
                 f"`max_t` ({max_t!r})."
             )
-        if isinstance(brackets, bool) or not isinstance(brackets, numbers.Integral) or brackets < 1:
+        if not is_int(brackets) or brackets < 1:
             raise ValueError(
                 f"AsyncHyperBandScheduler: `brackets` must be an int >= 1, got {brackets!r}."
             )

@@ -23,10 +23,10 @@ import logging
 import math
 from collections import defaultdict
 from collections.abc import Mapping
-from numbers import Integral
 from typing import Any
 
 from fasttune._internal._imports import import_optional
+from fasttune._internal.numeric import is_int
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._bayesopt_acquisition import (
     check_utility_kwargs,
@@ -116,13 +116,9 @@ class BayesOptSearch(Searcher):
                 f"BayesOptSearch optimises a single metric (a result key), got metric={metric!r}."
             )
         super().__init__(metric=metric, mode=mode)
-        if isinstance(patience, bool) or not isinstance(patience, Integral) or patience <= 0:
+        if not is_int(patience) or patience <= 0:
             raise ValueError(f"`patience` must be an int greater than 0, got {patience!r}.")
-        if (
-            isinstance(random_search_steps, bool)
-            or not isinstance(random_search_steps, Integral)
-            or random_search_steps < 0
-        ):
+        if not is_int(random_search_steps) or random_search_steps < 0:
             raise ValueError(
                 f"`random_search_steps` must be an int >= 0, got {random_search_steps!r}."
             )
@@ -414,7 +410,7 @@ def _check_random_state(value: Any) -> Any:
 
     if value is None or isinstance(value, np.random.RandomState):
         return value
-    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value < 2**32:
+    if not is_int(value) or not 0 <= value < 2**32:
         raise ValueError(
             "`random_state` must be an int seed in [0, 2**32), a numpy.random.RandomState "
             f"or None, got {value!r}."

@@ -21,9 +21,9 @@ import copy
 import logging
 import math
 from collections.abc import Mapping
-from numbers import Integral
 from typing import Any
 
+from fasttune._internal.numeric import is_int
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._bohb_space import (
     ConfigSpaceCodec,
@@ -348,13 +348,13 @@ class TuneBOHB(Searcher):
 def _check_seed(seed: Any) -> int | None:
     if seed is None:
         return None
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or not 0 <= seed < 2**32:
+    if not is_int(seed) or not 0 <= seed < 2**32:
         raise ValueError(f"{_NAME}: `seed` must be an int in [0, 2**32) or None, got {seed!r}.")
     return int(seed)
 
 
 def _check_max_concurrent(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
+    if not is_int(value):
         raise ValueError(
             f"{_NAME}: `max_concurrent` must be an int (0 or less: no limit), got {value!r}."
         )

@@ -20,9 +20,9 @@ import functools
 import logging
 import math
 from collections.abc import Mapping
-from numbers import Integral, Real
 from typing import Any
 
+from fasttune._internal.numeric import is_int, is_real
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._hyperopt_space import (
     convert_space,
@@ -356,7 +356,7 @@ def _check_single_metric(metric: Any) -> None:
 def _check_n_initial_points(value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
+    if not is_int(value) or value < 0:
         raise ValueError(f"`n_initial_points` must be an int >= 0 (or None), got {value!r}.")
     return int(value)
 
@@ -364,7 +364,7 @@ def _check_n_initial_points(value: Any) -> int | None:
 def _check_gamma(value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value <= 1:
+    if not is_real(value) or not 0 < value <= 1:
         raise ValueError(f"`gamma` must be a number in (0, 1] (or None), got {value!r}.")
     return float(value)
 
@@ -372,7 +372,7 @@ def _check_gamma(value: Any) -> float | None:
 def _check_seed(value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, Integral) or not 0 <= value < 2**32:
+    if not is_int(value) or not 0 <= value < 2**32:
         raise ValueError(
             f"`random_state_seed` must be an int in [0, 2**32) or None, got {value!r}."
         )

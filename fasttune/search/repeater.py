@@ -38,9 +38,9 @@ import copy
 import logging
 import math
 from dataclasses import asdict, dataclass, field
-from numbers import Integral, Real
 from typing import Any
 
+from fasttune._internal.numeric import is_int, is_real
 from fasttune.search.search_algorithm import check_state_kind
 from fasttune.search.search_generator import (
     _restore_searcher,
@@ -97,7 +97,7 @@ class Repeater(Searcher):
                 "Repeater: `searcher` must be a Searcher (e.g. OptunaSearch), got "
                 f"{type(searcher).__name__}: {searcher!r}."
             )
-        if isinstance(repeat, bool) or not isinstance(repeat, Integral):
+        if not is_int(repeat):
             raise TypeError(f"Repeater: `repeat` must be an int >= 1, got {repeat!r}.")
         if repeat < 1:
             raise ValueError(f"Repeater: `repeat` must be >= 1, got {repeat}.")
@@ -269,7 +269,7 @@ def _value(result: dict[str, Any] | None, key: str) -> float | None:
     if not result or key not in result:
         return None
     value = result[key]
-    if isinstance(value, bool) or not isinstance(value, Real):
+    if not is_real(value):
         return None
     value = float(value)
     return None if math.isnan(value) else value
