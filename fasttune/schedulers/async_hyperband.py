@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from fasttune._internal.numeric import is_int, is_real
+from fasttune._support.numeric import is_int, is_real
 from fasttune.experiment.trial import Trial
 from fasttune.schedulers._metric_scheduler import MetricModeScheduler
 from fasttune.schedulers.trial_scheduler import ControllerView, TrialScheduler

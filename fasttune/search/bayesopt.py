@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fasttune._internal._imports import import_optional
-from fasttune._internal.numeric import is_int
+from fasttune._support.numeric import is_int
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._bayesopt_acquisition import (
     check_utility_kwargs,

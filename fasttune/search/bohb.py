@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fasttune._internal.numeric import is_int
+from fasttune._support.numeric import is_int
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._bohb_space import (
     ConfigSpaceCodec,

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fasttune._internal.numeric import is_int, is_real
+from fasttune._support.numeric import is_int, is_real
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._hyperopt_space import (
     convert_space,

@@ -40,7 +40,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fasttune._internal.numeric import is_int, is_real
+from fasttune._support.numeric import is_int, is_real
 from fasttune.search.search_algorithm import check_state_kind
 from fasttune.search.search_generator import (
     _restore_searcher,

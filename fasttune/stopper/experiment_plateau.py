@@ -6,7 +6,7 @@ import bisect
 import math
 from typing import Any
 
-from fasttune._internal.numeric import is_int, is_real
+from fasttune._support.numeric import is_int, is_real
 from fasttune.stopper.stopper import Stopper
 from fasttune.stopper.trial_plateau import metric_value
 

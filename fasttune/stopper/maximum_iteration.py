@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fasttune._internal.numeric import is_int
+from fasttune._support.numeric import is_int
 from fasttune.stopper.stopper import Stopper
 
 
