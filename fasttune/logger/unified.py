@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from fasttune._internal._imports import MissingDependencyError
+from fasttune._support.imports import MissingDependencyError
 from fasttune.logger.csv import CSVLogger
 from fasttune.logger.json import JsonLogger
 from fasttune.logger.logger import Logger

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from fasttune._internal._imports import import_optional
+from fasttune._support.imports import import_optional
 from fasttune.checkpoint import Checkpoint
 from fasttune.results._trial_files import SOURCE_CSV, as_number, is_finite, lookup
 from fasttune.utils.util import flatten_dict

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fasttune._internal._imports import import_optional
+from fasttune._support.imports import import_optional
 
 #: Fewer observations than this are all used; beyond, the window is chosen by likelihood.
 MIN_WINDOW = 200

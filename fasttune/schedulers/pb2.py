@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fasttune._internal._imports import import_optional
+from fasttune._support.imports import import_optional
 from fasttune.error import TuneError
 from fasttune.experiment.trial import Trial
 from fasttune.schedulers._pb2_data import Row, training_set

@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from fasttune._internal._imports import import_optional
+from fasttune._support.imports import import_optional
 
 
 def import_bohb() -> Any:

@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fasttune._internal._imports import import_optional
+from fasttune._support.imports import import_optional
 from fasttune.search._domains import Categorical, Domain, Float, Integer
 from fasttune.search._samplers import (
     LogUniform,

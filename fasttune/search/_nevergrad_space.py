@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fasttune._internal._imports import import_optional
+from fasttune._support.imports import import_optional
 from fasttune.search._flat_space import FlatSpace, Param, to_plain, unflatten
 from fasttune.search._samplers import Normal
 

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fasttune._internal._imports import import_optional
+from fasttune._support.imports import import_optional
 from fasttune.search._checks import plain
 from fasttune.search._domains import Categorical, Domain, Float, Integer
 from fasttune.search._function import Function

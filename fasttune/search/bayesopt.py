@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from fasttune._internal._imports import import_optional
+from fasttune._support.imports import import_optional
 from fasttune._support.numeric import is_int
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._bayesopt_acquisition import (

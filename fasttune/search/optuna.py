@@ -84,7 +84,7 @@ class OptunaSearch(Searcher):
             study as finished trials instead of being run.
 
     Raises:
-        fasttune._internal._imports.MissingDependencyError: If optuna is not installed.
+        fasttune._support.imports.MissingDependencyError: If optuna is not installed.
         TypeError: For a ``space``, ``sampler``, ``storage`` or point of the wrong type.
         ValueError: For mismatched ``metric``/``mode``, a space Optuna cannot sample
             (``grid_search``, ``sample_from``, ``randn``...), or ``evaluated_rewards``

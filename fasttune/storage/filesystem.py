@@ -208,7 +208,7 @@ def get_fs_and_path(path: str | os.PathLike[str]) -> tuple[FileSystem, str]:
     path = os.fspath(path)
     if not is_url(path):
         return _LOCAL, os.path.abspath(os.path.expanduser(_strip_file_scheme(path)))
-    from fasttune._internal._imports import import_optional
+    from fasttune._support.imports import import_optional
 
     fsspec = import_optional("fsspec", extra="fsspec")
     fs, inner = fsspec.core.url_to_fs(path)

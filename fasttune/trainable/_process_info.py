@@ -30,7 +30,7 @@ class SysUsageMonitor:
     """CPU and RAM use of the machine between two calls (``log_sys_usage=True``)."""
 
     def __init__(self) -> None:
-        from fasttune._internal._imports import import_optional
+        from fasttune._support.imports import import_optional
 
         self._psutil = import_optional("psutil", extra="sysinfo", feature="log_sys_usage")
         self._psutil.cpu_percent(interval=None)  # prime the counter

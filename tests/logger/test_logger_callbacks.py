@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fasttune._internal._imports import MissingDependencyError
+from fasttune._support.imports import MissingDependencyError
 from fasttune.callback import Callback, CallbackList
 from fasttune.experiment.trial import Trial
 from fasttune.logger import (

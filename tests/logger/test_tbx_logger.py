@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fasttune._internal._imports import MissingDependencyError
+from fasttune._support.imports import MissingDependencyError
 from fasttune.logger import TBXLogger
 from fasttune.logger.tensorboardx import TBXResultWriter
 

@@ -13,7 +13,7 @@ import cloudpickle
 import pytest
 
 from fasttune import Checkpoint
-from fasttune._internal._imports import MissingDependencyError
+from fasttune._support.imports import MissingDependencyError
 from fasttune.error import TrialError, TuneError
 from fasttune.logger.csv import CSVResultWriter
 from fasttune.logger.json import write_params

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fasttune as tune
-from fasttune._internal._imports import MissingDependencyError
+from fasttune._support.imports import MissingDependencyError
 from fasttune.error import TuneError
 from fasttune.experiment.trial import TrialStatus
 from fasttune.schedulers import _pb2_gp as gp

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import fasttune as tune
-from fasttune._internal._imports import MissingDependencyError
+from fasttune._support.imports import MissingDependencyError
 from fasttune.search.bayesopt import BayesOptSearch
 from fasttune.search.searcher import Searcher
 from tests.search import _searcher_driver as driver

@@ -14,7 +14,7 @@ import tempfile
 import pytest
 
 import fasttune as tune
-from fasttune._internal._imports import MissingDependencyError
+from fasttune._support.imports import MissingDependencyError
 from fasttune.search.bohb import TuneBOHB
 from tests.search import _bohb_driver as driver
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import fasttune as tune
-from fasttune._internal._imports import MissingDependencyError
+from fasttune._support.imports import MissingDependencyError
 from fasttune.search.nevergrad import NevergradSearch
 from tests.search import _nevergrad_driver as driver
 

@@ -16,8 +16,8 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 import fasttune as tune
-from fasttune._internal._imports import MissingDependencyError
 from fasttune._internal.experiment_state import ExperimentStateStore
+from fasttune._support.imports import MissingDependencyError
 from fasttune.search.optuna import OptunaSearch
 from tests.search import _optuna_driver as driver
 
