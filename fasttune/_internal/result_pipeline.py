@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from fasttune import result as R
-from fasttune._internal.noop_hooks import is_noop_hook
 from fasttune._internal.run_spec import RunSpec
+from fasttune._support.noop_hooks import is_noop_hook
 from fasttune.experiment.trial import Trial
 from fasttune.logger._flatten import flatten_result
 

@@ -165,7 +165,7 @@ def test_set_trial_resources_restarts_with_the_new_resources(run_config):
 
 def test_noop_hooks_are_marked_and_overrides_are_not():
     """The runner skips on_trial_result only where the plugin's method is the no-op."""
-    from fasttune._internal.noop_hooks import is_noop_hook
+    from fasttune._support.noop_hooks import is_noop_hook
 
     class Listening(tune.schedulers.FIFOScheduler):
         def on_trial_result(self, tune_controller, trial, result):
