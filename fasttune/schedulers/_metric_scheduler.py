@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from fasttune import result as R
+from fasttune._support.metric_mode import validate_metric_mode
 from fasttune.experiment.trial import Trial
 from fasttune.schedulers.trial_scheduler import FIFOScheduler
-from fasttune.search._metric_mode import validate_metric_mode
 
 _MISSING = object()
 

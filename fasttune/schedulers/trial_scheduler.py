@@ -22,9 +22,9 @@ from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
 
 from fasttune import result as R
+from fasttune._support.metric_mode import MetricModeMixin
 from fasttune._support.noop_hooks import noop_hook
 from fasttune.experiment.trial import Trial, TrialStatus
-from fasttune.search._metric_mode import MetricModeMixin
 from fasttune.search._pickled_state import read_pickle, write_pickle
 
 

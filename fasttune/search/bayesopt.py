@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fasttune._support.imports import import_optional
+from fasttune._support.metric_mode import validate_metric_mode
 from fasttune._support.numeric import is_int
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._bayesopt_acquisition import (
@@ -39,7 +40,6 @@ from fasttune.search._bayesopt_space import (
     params_from_user_space,
     point_values,
 )
-from fasttune.search._metric_mode import validate_metric_mode
 from fasttune.search.searcher import Searcher
 from fasttune.utils.util import flatten_dict, unflatten_dict
 

@@ -23,6 +23,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from fasttune._support.metric_mode import validate_metric_mode
 from fasttune._support.numeric import is_int
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._bohb_space import (
@@ -33,7 +34,6 @@ from fasttune.search._bohb_space import (
 )
 from fasttune.search._flat_space import flatten_space
 from fasttune.search._hpbandster import DebugLogger, Job, NumpyState, import_bohb, quiet
-from fasttune.search._metric_mode import validate_metric_mode
 from fasttune.search._searcher_checks import (
     check_options,
     check_points,

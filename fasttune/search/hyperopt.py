@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from fasttune._support.metric_mode import validate_metric_mode
 from fasttune._support.numeric import is_int, is_real
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._hyperopt_space import (
@@ -30,7 +31,6 @@ from fasttune.search._hyperopt_space import (
     has_parameters,
     import_hyperopt,
 )
-from fasttune.search._metric_mode import validate_metric_mode
 from fasttune.search.searcher import Searcher
 
 logger = logging.getLogger(__name__)

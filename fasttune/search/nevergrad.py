@@ -21,9 +21,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from fasttune._support.metric_mode import validate_metric_mode
 from fasttune.result import DEFAULT_METRIC
 from fasttune.search._flat_space import FlatSpace, assign, flatten_space
-from fasttune.search._metric_mode import validate_metric_mode
 from fasttune.search._nevergrad_optimizer import is_optimizer_instance, prepare, resolve_factory
 from fasttune.search._nevergrad_space import (
     check_native,

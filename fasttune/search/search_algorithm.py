@@ -18,8 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from fasttune._support.metric_mode import MetricModeMixin
 from fasttune._support.noop_hooks import noop_hook
-from fasttune.search._metric_mode import MetricModeMixin
 from fasttune.search._pickled_state import newest_matching, read_pickle, write_pickle
 
 
