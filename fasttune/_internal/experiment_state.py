@@ -40,7 +40,7 @@ from typing import Any
 
 import cloudpickle
 
-from fasttune.logger._encoding import encode_result_line
+from fasttune._support.encoding import encode_result_line
 from fasttune.storage.filesystem import atomic_write_bytes
 
 SNAPSHOT_FILE = "experiment_state.json"

@@ -10,9 +10,9 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._internal.run_spec import RunSpec
+from fasttune._support.flatten import flatten_result
 from fasttune._support.noop_hooks import is_noop_hook
 from fasttune.experiment.trial import Trial
-from fasttune.logger._flatten import flatten_result
 
 CONTINUE, PAUSE, STOP, NOOP = "CONTINUE", "PAUSE", "STOP", "NOOP"
 _NOT_METRICS = frozenset({R.CONFIG})

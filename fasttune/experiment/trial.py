@@ -233,7 +233,7 @@ class Trial:
         self.last_result = result
         self.results_count += 1
         if flat_result is None:
-            from fasttune.logger._flatten import flatten_result
+            from fasttune._support.flatten import flatten_result
 
             flat_result = flatten_result(result, (R.CONFIG,))
         self.last_flat_result = flat_result

@@ -15,7 +15,7 @@ from fasttune.logger.noop import NoopLogger
 # The writers and callbacks load on first use: a worker process needs only the
 # ``Logger`` base and ``NoopLogger``.
 _LAZY = {
-    "SafeFallbackEncoder": "fasttune.logger._encoding",
+    "SafeFallbackEncoder": "fasttune._support.encoding",
     "CSVLogger": "fasttune.logger.csv",
     "JsonLogger": "fasttune.logger.json",
     "TBXLogger": "fasttune.logger.tensorboardx",

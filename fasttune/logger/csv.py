@@ -12,8 +12,8 @@ import logging
 import os
 from typing import Any
 
+from fasttune._support.flatten import flatten_result
 from fasttune.logger._appender import LineAppender, drop_partial_last_line
-from fasttune.logger._flatten import flatten_result
 from fasttune.logger.logger import Logger
 from fasttune.result import CONFIG, EXPR_PROGRESS_FILE
 from fasttune.storage.filesystem import atomic_write_bytes, ensure_dir

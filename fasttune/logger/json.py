@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from fasttune._support.encoding import encode_config, encode_result_line
 from fasttune.logger._appender import LineAppender
-from fasttune.logger._encoding import encode_config, encode_result_line
 from fasttune.logger.logger import Logger
 from fasttune.result import EXPR_PARAM_FILE, EXPR_PARAM_PICKLE_FILE, EXPR_RESULT_FILE
 from fasttune.storage.filesystem import atomic_write_bytes, atomic_write_text, ensure_dir

@@ -8,7 +8,7 @@ import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from fasttune.logger._encoding import to_builtin
+from fasttune._support.encoding import to_builtin
 
 if TYPE_CHECKING:
     from types import TracebackType

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from math import isnan
 from typing import Any
 
+from fasttune._support.flatten import flatten_result
 from fasttune._support.imports import MissingDependencyError
 from fasttune.logger import _tb_proto
-from fasttune.logger._flatten import flatten_result
 from fasttune.logger._tfevents import EventFileWriter
 from fasttune.logger.logger import Logger
 from fasttune.result import (

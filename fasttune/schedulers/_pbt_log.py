@@ -14,7 +14,7 @@ import logging
 import os
 from typing import Any
 
-from fasttune.logger._encoding import SafeFallbackEncoder
+from fasttune._support.encoding import SafeFallbackEncoder
 from fasttune.storage.filesystem import atomic_write_text
 
 logger = logging.getLogger(__name__)

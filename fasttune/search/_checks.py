@@ -7,8 +7,9 @@ what to do, so a typo in a search space fails where it is written.
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
 from typing import Any
+
+from fasttune._support.numeric import is_int, is_real
 
 
 def plain(value: Any) -> Any:
@@ -26,7 +27,7 @@ def check_real(where: str, name: str, value: Any, *, finite: bool = True) -> flo
         ValueError: If ``finite`` and ``value`` is infinite or NaN.
     """
     value = plain(value)
-    if isinstance(value, bool) or not isinstance(value, Real):
+    if not is_real(value):
         raise TypeError(
             f"{where}: `{name}` must be a number, got {value!r} ({type(value).__name__})."
         )
@@ -42,7 +43,7 @@ def check_int(where: str, name: str, value: Any) -> int:
         TypeError: If ``value`` is not a whole number.
     """
     value = check_real(where, name, value)
-    if isinstance(value, Integral):
+    if is_int(value):
         return int(value)
     if float(value).is_integer():
         return int(value)
@@ -85,7 +86,7 @@ def check_base(where: str, base: Any) -> None:
 
 def check_size(size: Any) -> int:
     """Return ``size`` if it is an int of at least 1, else raise."""
-    if isinstance(size, bool) or not isinstance(size, Integral) or size < 1:
+    if not is_int(size) or size < 1:
         raise ValueError(f"sample: `size` must be an int >= 1, got size={size!r}.")
     return int(size)
 

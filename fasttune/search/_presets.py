@@ -6,9 +6,9 @@ import copy
 import logging
 import math
 from collections.abc import Sequence
-from numbers import Integral
 from typing import Any
 
+from fasttune._support.numeric import is_int
 from fasttune.search._domains import Categorical, Domain
 from fasttune.search._spec_paths import Path, assign_value, get_value, parse_spec_vars
 from fasttune.search._spec_view import is_grid_dict, is_unresolved, path_str
@@ -23,7 +23,7 @@ def check_num_samples(num_samples: Any) -> float:
         TypeError: If ``num_samples`` is not an int.
         ValueError: If ``num_samples`` is below -1.
     """
-    if isinstance(num_samples, bool) or not isinstance(num_samples, Integral):
+    if not is_int(num_samples):
         raise TypeError(f"`num_samples` must be an int, got {num_samples!r}.")
     if num_samples == -1:
         return math.inf

@@ -14,9 +14,9 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
+from fasttune._support.encoding import encode_config, encode_result_line, to_builtin
+from fasttune._support.flatten import flatten_result
 from fasttune.logger import SafeFallbackEncoder
-from fasttune.logger._encoding import encode_config, encode_result_line, to_builtin
-from fasttune.logger._flatten import flatten_result
 from fasttune.utils.util import flatten_dict
 
 
