@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from copy import copy
-from typing import Any
+from typing import Any, TypeVar
 
 from fasttune.search._checks import (
     check_base,
@@ -33,6 +33,10 @@ from fasttune.search._samplers import (
     aligned_bounds,
     round_to_multiple,
 )
+
+# A sampler set on a domain returns a copy of the same domain class.
+_D = TypeVar("_D", bound="Domain")
+_R = TypeVar("_R", bound="_Range")
 
 
 class Domain:
@@ -109,7 +113,7 @@ class Domain:
         items = [self.cast(item) for item in items]
         return items[0] if size == 1 else items
 
-    def _with_sampler(self, sampler: Sampler, allow_override: bool = False) -> Domain:
+    def _with_sampler(self: _D, sampler: Sampler, allow_override: bool = False) -> _D:
         new = copy(self)
         new.set_sampler(sampler, allow_override=allow_override)
         return new
@@ -150,7 +154,7 @@ class _Range(Domain):
         """``(lower, upper)``."""
         return f"({self.lower}, {self.upper})"
 
-    def _quantized(self, q: float) -> Any:
+    def _quantized(self: _R, q: float) -> _R:
         aligned_bounds(self.lower, self.upper, q)
         return self._with_sampler(Quantized(_unquantized(self), q), allow_override=True)
 
