@@ -157,6 +157,7 @@ def _domain_expr(hpo: Any, domain: Domain, path: Path) -> Any:
         expr = hp.qnormal(label, sampler.mean, sampler.sd, q)
         return scope.call(_snap_float, (expr, q, -math.inf, math.inf))
     if isinstance(domain, Integer) and isinstance(sampler, (Uniform, LogUniform)):
+        step: float
         if q is None:  # randint / lograndint: upper bound excluded
             low, high, step = domain.lower, domain.upper - 1, 1
         else:  # qrandint / qlograndint: multiples of q, both bounds included

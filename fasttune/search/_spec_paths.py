@@ -101,7 +101,8 @@ def resolve_nested_dict(nested_dict: dict[str, Any]) -> dict[Path, Any]:
     for key, value in nested_dict.items():
         if isinstance(value, dict):
             for sub_path, sub_value in resolve_nested_dict(value).items():
-                flat[(key, *sub_path)] = sub_value
+                path = (key, *sub_path)  # not in the brackets: that is 3.11 syntax to mypy
+                flat[path] = sub_value
         else:
             flat[(key,)] = value
     return flat

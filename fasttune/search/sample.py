@@ -195,7 +195,8 @@ def qrandint(lower: int, upper: int, q: int = 1) -> Integer:
         True
     """
     lower, upper = _int_range("qrandint", lower, upper)
-    q = check_positive("qrandint", "q", check_int("qrandint", "q", q))
+    q = check_int("qrandint", "q", q)
+    check_positive("qrandint", "q", q)
     return Integer(lower, upper).uniform().quantized(q)
 
 
@@ -218,7 +219,8 @@ def qlograndint(lower: int, upper: int, q: int, base: float = 10) -> Integer:
     """
     check_base("qlograndint", base)
     lower, upper = _int_range("qlograndint", lower, upper, log=True)
-    q = check_positive("qlograndint", "q", check_int("qlograndint", "q", q))
+    q = check_int("qlograndint", "q", q)
+    check_positive("qlograndint", "q", q)
     return Integer(lower, upper).loguniform(base).quantized(q)
 
 

@@ -176,7 +176,9 @@ def _sample_one(spec: dict[str, Any], path: Path, domain: Domain, rng: _RandomSo
         ) from error
 
 
-def _cycle_error(blocked: list[tuple[Path, Domain, Exception]]) -> RecursiveDependencyError:
+def _cycle_error(
+    blocked: list[tuple[Path, Domain, RecursiveDependencyError]],
+) -> RecursiveDependencyError:
     details = "; ".join(f"`{path_str(path)}` waits: {error}" for path, _, error in blocked)
     return RecursiveDependencyError(
         "Circular dependency: these sample_from values read each other (or a value that "
@@ -288,6 +290,6 @@ def expand_param_space(
         for resolved_vars, config in generate_variants(preset, constant_grid_search, rng):
             yield format_vars(resolved_vars), config
         passes -= 1
-    for _ in range(passes) if passes != math.inf else itertools.count():
+    for _ in range(int(passes)) if passes != math.inf else itertools.count():
         for resolved_vars, config in generate_variants(space, constant_grid_search, rng):
             yield format_vars(resolved_vars), config
