@@ -78,5 +78,7 @@ def training_set(
         return None
     x = np.array([[row.time, before, *row.params] for row, _, before in changes], dtype=float)
     y = np.array([rate for _, rate, _ in changes], dtype=float)
-    last, _, before = donor[-1]
-    return TrainingSet(x, y, np.array([last.time, before], dtype=float), last.time, last.reward)
+    last, _, last_before = donor[-1]
+    return TrainingSet(
+        x, y, np.array([last.time, last_before], dtype=float), last.time, last.reward
+    )

@@ -37,8 +37,9 @@ def _sklearn(name: str) -> Any:
 @functools.cache
 def _on_columns_class() -> type:
     kernels = _sklearn("sklearn.gaussian_process.kernels")
+    base: Any = kernels.Kernel  # loaded at run time: mypy cannot see it as a class
 
-    class OnColumns(kernels.Kernel):
+    class OnColumns(base):
         """A scikit-learn kernel applied to some columns of the inputs only."""
 
         def __init__(self, kernel: Any, columns: tuple[int, ...]):
@@ -230,7 +231,9 @@ def select_config(
         return -values[0], -(values[1:] - values[0]) / _STEP
 
     minimize = _sklearn("scipy.optimize").minimize
-    best, best_value = None, -math.inf
+    # found.x (scipy is untyped here); stays None only if every restart's value is NaN
+    best: Any = None
+    best_value = -math.inf
     for _ in range(_RESTARTS):
         found = minimize(
             negative_ucb,

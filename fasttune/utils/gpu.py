@@ -117,7 +117,7 @@ def parse_nvidia_smi_csv(text: str) -> list[GpuInfo]:
 def _query_nvml() -> list[GpuInfo] | None:
     """GPUs through NVML, or None if ``pynvml`` is missing or NVML cannot start."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError:
         return None
     try:
