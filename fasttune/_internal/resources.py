@@ -2,7 +2,7 @@
 
 :class:`ResourceManager` answers whether a trial's request fits (now, or ever)
 and which GPU ids it gets; the controller decides *when* to start trials. What
-the machine has comes from :mod:`fasttune._internal.resource_detection`, whose
+the machine has comes from :mod:`fasttune._support.resource_detection`, whose
 public names (:func:`init`, :func:`detect_total_resources`, ...) are re-exported
 here.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fasttune._internal.resource_detection import (
+from fasttune._support.resource_detection import (
     _BASIC,
     _ENV_RESOURCES,
     _ENV_VARS,

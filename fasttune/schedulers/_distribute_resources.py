@@ -40,7 +40,7 @@ def _total_resources(tune_controller: Any) -> Mapping[str, float]:
     get_total = getattr(tune_controller, "get_total_resources", None)
     if callable(get_total):
         return get_total()
-    from fasttune._internal.resource_detection import detect_total_resources
+    from fasttune._support.resource_detection import detect_total_resources
 
     return detect_total_resources()
 

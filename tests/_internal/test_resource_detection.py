@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CGROUP = Path("/sys/fs/cgroup")
 PERIOD_US = 100_000
 DETECT = (
-    "from fasttune._internal.resource_detection import detect_total_resources;"
+    "from fasttune._support.resource_detection import detect_total_resources;"
     "print(detect_total_resources()['CPU'])"
 )
 
@@ -98,7 +98,7 @@ def one_cpu() -> int:
 def test_import_fasttune_leaves_loky_unloaded_until_cpus_are_detected():
     code = (
         "import sys, fasttune; before = 'loky' in sys.modules;"
-        "from fasttune._internal.resource_detection import detect_total_resources;"
+        "from fasttune._support.resource_detection import detect_total_resources;"
         "detect_total_resources(); print(before, 'loky' in sys.modules)"
     )
     assert _run([sys.executable, "-c", code]).stdout.split() == ["False", "True"]
@@ -139,7 +139,7 @@ def test_overrides_win_over_the_affinity_mask(one_cpu):
     assert _detected(preexec=pin, env=_env(FASTTUNE_NUM_CPUS="3")) == 3.0
     code = (
         "import fasttune; fasttune.init(num_cpus=5);"
-        "from fasttune._internal.resource_detection import detect_total_resources;"
+        "from fasttune._support.resource_detection import detect_total_resources;"
         "print(detect_total_resources()['CPU'])"
     )
     assert _detected(code=code, preexec=pin, env=_env(FASTTUNE_NUM_CPUS="3")) == 5.0

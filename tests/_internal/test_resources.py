@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from fasttune._internal import resource_detection, resources
+from fasttune._internal import resources
 from fasttune._internal.resources import (
     ResourceManager,
     detect_gpu_ids,
     detect_total_resources,
     parse_visible_devices,
 )
+from fasttune._support import resource_detection
 from fasttune.execution.placement_groups import PlacementGroupFactory
 from fasttune.executors.base import Allocation
 
