@@ -25,7 +25,7 @@ from fasttune import result as R
 from fasttune._support.metric_mode import MetricModeMixin
 from fasttune._support.noop_hooks import noop_hook
 from fasttune.experiment.trial import Trial, TrialStatus
-from fasttune.search._pickled_state import read_pickle, write_pickle
+from fasttune.storage.plugin_state import read_pickle, write_pickle
 
 
 @runtime_checkable

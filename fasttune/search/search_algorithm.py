@@ -20,7 +20,7 @@ from typing import Any
 
 from fasttune._support.metric_mode import MetricModeMixin
 from fasttune._support.noop_hooks import noop_hook
-from fasttune.search._pickled_state import newest_matching, read_pickle, write_pickle
+from fasttune.storage.plugin_state import newest_matching, read_pickle, write_pickle
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._support.metric_mode import MetricModeMixin, validate_metric_mode
-from fasttune.search._pickled_state import newest_matching, read_pickle, write_pickle
 from fasttune.storage.filesystem import get_fs_and_path, is_url
+from fasttune.storage.plugin_state import newest_matching, read_pickle, write_pickle
 
 logger = logging.getLogger(__name__)
 
