@@ -6,7 +6,9 @@ from typing import Any
 _LAZY = {
     "wait_for_gpu": "fasttune.utils.gpu",
     "diagnose_serialization": "fasttune.utils.serialization",
-    "validate_save_restore": "fasttune.utils.validation",
+    # It drives a Trainable, so it lives in the trainable layer, above this one; the
+    # name (Ray's path) is resolved on first use and never imported from below.
+    "validate_save_restore": "fasttune.trainable.validation",
     "deep_update": "fasttune.utils.util",
     "flatten_dict": "fasttune.utils.util",
     "merge_dicts": "fasttune.utils.util",
