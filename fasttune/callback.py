@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
 if TYPE_CHECKING:
     from fasttune.experiment.trial import Trial
@@ -144,6 +144,18 @@ def _overrides(callback: Callback, hook: str) -> bool:
     return getattr(type(callback), hook) is not getattr(Callback, hook)
 
 
+class _BuffersWrites(Protocol):
+    """A callback whose result lines the runner may buffer (fasttune's file loggers)."""
+
+    def enable_write_buffering(self) -> None: ...
+
+    def flush_pending_writes(self) -> None: ...
+
+
+def _buffers_writes(callback: Callback) -> TypeGuard[_BuffersWrites]:
+    return hasattr(callback, "flush_pending_writes")
+
+
 def _fan_out(fns: list[Callable[..., Any]]) -> Callable[..., Any]:
     """One callable that calls every function of ``fns`` in order."""
     if not fns:
@@ -193,7 +205,7 @@ class CallbackList:
             setattr(self, hook, _fan_out(fns))
         # Not Ray hooks: the runner lets fasttune's file loggers buffer result lines and
         # flushes them before each change of the experiment state and after each step.
-        buffering = [cb for cb in self._callbacks if hasattr(cb, "flush_pending_writes")]
+        buffering = [cb for cb in self._callbacks if _buffers_writes(cb)]
         self.enable_write_buffering: Callable[[], None] = _fan_out(
             [cb.enable_write_buffering for cb in buffering]
         )

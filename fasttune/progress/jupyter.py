@@ -20,7 +20,7 @@ def in_notebook() -> bool:
     if ipython is None:
         return False
     try:
-        shell = ipython.get_ipython()  # type: ignore[attr-defined]
+        shell = ipython.get_ipython()
     except Exception:
         return False
     return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
