@@ -59,6 +59,7 @@ def run(
     if resources_per_trial is not None:
         trainable = with_resources(trainable, resources_per_trial)
     if checkpoint_config is None:
+        attr: str | None
         if checkpoint_score_attr and checkpoint_score_attr.startswith("min-"):
             attr, order = checkpoint_score_attr[4:], "min"
         else:

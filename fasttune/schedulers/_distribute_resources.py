@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from fasttune.execution.placement_groups import PlacementGroupFactory
 from fasttune.experiment.trial import Trial
@@ -80,8 +80,13 @@ class DistributeResources:
         self.reserve_resources = dict(reserve_resources or {})
 
     # ------------------------------------------------------------------ helpers
-    def _validate(self, base_trial_resource: Any, result: dict[str, Any]) -> bool:
-        """False when the trial keeps its resources outright (before its first result)."""
+    def _validate(
+        self, base_trial_resource: Any, result: dict[str, Any]
+    ) -> TypeGuard[PlacementGroupFactory]:
+        """False when the trial keeps its resources outright (before its first result).
+
+        Raises unless ``base_trial_resource`` is a PlacementGroupFactory (so True says it is).
+        """
         if not isinstance(base_trial_resource, PlacementGroupFactory):
             raise ValueError(f"{type(self).__name__} only supports PlacementGroupFactories.")
         if not self.add_bundles and len(base_trial_resource.bundles) > 1:
@@ -345,7 +350,9 @@ class DistributeResourcesToTopJob(DistributeResources):
         return 1.0 if self.mode == "max" else -1.0
 
     def _score(self, trial: Trial) -> float:
-        value = trial.last_result.get(self.metric, trial.last_flat_result.get(self.metric))
+        metric = self.metric
+        assert metric is not None  # _get_new_added_bundles raises before ranking without one
+        value = trial.last_result.get(metric, trial.last_flat_result.get(metric))
         return -self._metric_op * (math.inf if value is None else value)
 
     def _get_new_added_bundles(

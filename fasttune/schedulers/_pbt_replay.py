@@ -114,9 +114,7 @@ class PopulationBasedTrainingReplay(FIFOScheduler):
                 if trial.checkpoint is None:
                     logger.warning("PBT replay: no checkpoint to continue from; config unchanged.")
                 else:
-                    tune_controller.exploit_trial(  # type: ignore[attr-defined]
-                        trial, trial.checkpoint, new_config, new_tag
-                    )
+                    tune_controller.exploit_trial(trial, trial.checkpoint, new_config, new_tag)
                     self.current_config = new_config
                     self._num_perturbations += 1
                 return trial

@@ -409,9 +409,9 @@ class HyperBandScheduler(FIFOScheduler):
             if trial.trial_id not in self._bracket_of and not trial.is_finished():
                 self.on_trial_add(view, trial)
         for band in self._bands:
-            for bracket in band:
-                if bracket is not None and bracket.live and bracket.all_reached():
-                    self._process_bracket(view, bracket, None)  # e.g. the laggard is gone
+            for slot in band:  # a Bracket, or None for a skipped one
+                if slot is not None and slot.live and slot.all_reached():
+                    self._process_bracket(view, slot, None)  # e.g. the laggard is gone
 
     # ------------------------------------------------------------------ output
     def debug_string(self) -> str:

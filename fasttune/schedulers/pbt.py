@@ -450,7 +450,7 @@ class PopulationBasedTraining(FIFOScheduler):
         if self._log_config:
             self._log_config_on_step(state, donor_state, trial, donor, new_config)
         new_tag = make_experiment_tag(state.orig_tag, new_config, self._hyperparam_mutations)
-        view.exploit_trial(trial, checkpoint, new_config, new_tag)  # type: ignore[attr-defined]
+        view.exploit_trial(trial, checkpoint, new_config, new_tag)
         self._num_perturbations += 1
         state.last_perturbation_time = donor_state.last_perturbation_time
         state.last_train_time = donor_state.last_train_time

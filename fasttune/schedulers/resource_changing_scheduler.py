@@ -122,7 +122,7 @@ class ResourceChangingScheduler(TrialScheduler):
                 logger.info("Setting the resources of trial %s to %s.", trial, new_resources)
                 self._reallocated[trial.trial_id] = new_resources
                 # Saved, stopped and restarted with them once this hook returns.
-                tune_controller.set_trial_resources(trial, new_resources)  # type: ignore[attr-defined]
+                tune_controller.set_trial_resources(trial, new_resources)
         return decision
 
     def on_trial_complete(
@@ -178,7 +178,7 @@ class ResourceChangingScheduler(TrialScheduler):
                 and trial.status in (TrialStatus.PENDING, TrialStatus.PAUSED)
                 and trial.placement_group_factory != given
             ):
-                tune_controller.set_trial_resources(trial, given)  # type: ignore[attr-defined]
+                tune_controller.set_trial_resources(trial, given)
 
     # ------------------------------------------------------------------ state
     def get_state(self) -> dict[str, Any]:
