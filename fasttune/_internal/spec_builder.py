@@ -158,9 +158,13 @@ def build_run_spec(
     run_config: RunConfig,
     *,
     experiment_hash: str | None = None,
-    executor: Any = None,
+    executor: Any,
 ) -> RunSpec:
-    """Everything the controller needs, with each input checked."""
+    """Everything the controller needs, with each input checked.
+
+    The caller (``Tuner.fit``) passes ``executor``, the user's or its default: the
+    choice belongs to the public API above the core, which never imports it.
+    """
     from fasttune._internal.resources import ResourceManager
     from fasttune.callback import CallbackList
     from fasttune.stopper import make_stopper
@@ -201,10 +205,6 @@ def build_run_spec(
     if progress is not None:
         callbacks.append(progress)
 
-    if executor is None:
-        from fasttune.tuner import _default_executor
-
-        executor = _default_executor()
     supports_buffering = getattr(scheduler, "_supports_buffered_results", True)
     factory = TrialFactory(
         trainable_name,
