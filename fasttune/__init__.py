@@ -46,7 +46,7 @@ _ATTRIBUTES: dict[str, str] = {
     "JupyterNotebookReporter": "fasttune.progress",
     "register_trainable": "fasttune.registry",
     "register_env": "fasttune.registry",
-    "TuneError": "fasttune.errors",
+    "TuneError": "fasttune.error",
     "create_scheduler": "fasttune.schedulers",
     "create_searcher": "fasttune.search",
     "init": "fasttune._internal.resources",
@@ -133,7 +133,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load lazily
     from fasttune.callback import Callback
     from fasttune.checkpoint import Checkpoint
     from fasttune.config import CheckpointConfig, FailureConfig, RunConfig, SyncConfig
-    from fasttune.errors import TuneError
+    from fasttune.error import TuneError
     from fasttune.execution.placement_groups import PlacementGroupFactory
     from fasttune.progress import CLIReporter, JupyterNotebookReporter, ProgressReporter
     from fasttune.registry import register_env, register_trainable

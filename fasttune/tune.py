@@ -51,7 +51,7 @@ def run(
     Raises:
         TuneError: Some trials ended in ERROR and ``raise_on_failed_trial`` is True.
     """
-    from fasttune.errors import TuneError
+    from fasttune.error import TuneError
     from fasttune.trainable.util import with_resources
     from fasttune.tuner import Tuner
 

@@ -74,7 +74,7 @@ def exception_of(exception_blob: bytes | None, error_text: str) -> BaseException
                 return exc
         except Exception:
             pass
-    from fasttune.errors import TuneError
+    from fasttune.error import TuneError
 
     return TuneError(error_text)
 
