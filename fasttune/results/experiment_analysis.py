@@ -27,6 +27,8 @@ from fasttune.results._trial_files import resolve_filesystem
 from fasttune.utils.util import flatten_dict
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pandas as pd
 
 logger = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class ExperimentAnalysis:
     # ------------------------------------------------------------------ loading
     def _load_trials(self) -> list[Trial]:
         if self._fs.is_local:
+            load_trials: Callable[[str], list[Any]] | None
             try:
                 from fasttune._internal.experiment_state import load_trials
             except ImportError:

@@ -100,8 +100,8 @@ def with_parameters(trainable: Any, **kwargs: Any) -> Any:
         from fasttune.trainable.function_trainable import FunctionTrainable, wrap_function
 
         if issubclass(trainable, FunctionTrainable):
-            inner = with_parameters(trainable._train_func, **kwargs)
-            return wrap_function(inner, name=trainable._name)
+            train_func = with_parameters(trainable._train_func, **kwargs)
+            return wrap_function(train_func, name=trainable._name)
         _check_accepts(trainable.setup, ["self", "config", *names], f"{trainable.__name__}.setup")
 
         def setup(self: Trainable, config: dict[str, Any]) -> None:
