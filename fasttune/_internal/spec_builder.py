@@ -6,7 +6,7 @@ import copy
 import os
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasttune._internal.run_spec import RunSpec
 from fasttune._internal.trainable_resolution import (
@@ -19,6 +19,9 @@ from fasttune.config import RunConfig
 from fasttune.storage.defaults import default_storage_path
 from fasttune.storage.filesystem import is_url
 from fasttune.tune_config import TuneConfig
+
+if TYPE_CHECKING:
+    from fasttune.search.search_algorithm import SearchAlgorithm
 
 DEFAULT_CREDIT = 64
 
@@ -84,6 +87,7 @@ def configure_plugins(
 
     metric, mode = tune_config.metric, tune_config.mode
     scheduler = tune_config.scheduler if tune_config.scheduler is not None else FIFOScheduler()
+    search_alg: SearchAlgorithm
     if tune_config.search_alg is None and tune_config.seed is not None:
         from fasttune.search.basic_variant import BasicVariantGenerator
 
@@ -178,7 +182,13 @@ def build_run_spec(
     search_alg.add_configurations(copy.deepcopy(param_space), tune_config.num_samples)
     stopper, criterion = make_stopper(run_config.stop)
 
-    cc = run_config.checkpoint_config
+    # RunConfig.__post_init__ fills these in: a RunConfig has them, whatever it was given.
+    cc, failure_config, verbose = (
+        run_config.checkpoint_config,
+        run_config.failure_config,
+        run_config.verbose,
+    )
+    assert cc is not None and failure_config is not None and verbose is not None
     if is_function_trainable(trainable_cls) and (cc.checkpoint_frequency or cc.checkpoint_at_end):
         raise ValueError(
             "CheckpointConfig(checkpoint_frequency=..., checkpoint_at_end=...) only apply to "
@@ -196,7 +206,7 @@ def build_run_spec(
     callbacks = list(run_config.callbacks or [])
     callbacks += default_logger_callbacks(callbacks)
     progress = create_progress_callback(
-        run_config.verbose,
+        verbose,
         run_config.progress_reporter,
         metric=metric,
         mode=mode,
@@ -213,7 +223,7 @@ def build_run_spec(
         criterion,
         cc,
         default_checkpoint_at_end(trainable_cls, cc.checkpoint_at_end),
-        run_config.failure_config.max_failures,
+        failure_config.max_failures,
         tune_config.trial_name_creator,
         tune_config.trial_dirname_creator,
         experiment_hash,
@@ -236,7 +246,7 @@ def build_run_spec(
         metric=metric,
         mode=mode,
         checkpoint_config=cc,
-        failure_config=run_config.failure_config,
+        failure_config=failure_config,
         checkpoint_at_end=factory.checkpoint_at_end,
         reuse_actors=bool(reuse),
         max_concurrent_trials=tune_config.max_concurrent_trials,
