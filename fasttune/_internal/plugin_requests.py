@@ -62,7 +62,7 @@ def adopt_checkpoint(trial: Trial, source: str) -> str:
     import shutil
 
     from fasttune._internal.launcher import next_checkpoint_index
-    from fasttune.trainable._checkpoint_io import checkpoint_dir_name
+    from fasttune.trainable.checkpoint_io import checkpoint_dir_name
 
     trial_dir = trial.init_local_path()
     os.makedirs(trial_dir, exist_ok=True)

@@ -74,8 +74,8 @@ def warm_up() -> None:
     trainable through a few iterations, so that lazy imports and first-call set-up
     (time zone, greenlets) are paid once instead of in every new worker.
     """
+    from fasttune._support.process_info import hostname, node_ip
     from fasttune.trainable import report, wrap_function
-    from fasttune.trainable._process_info import hostname, node_ip
 
     node_ip()
     hostname()

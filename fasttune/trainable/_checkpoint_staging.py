@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 
 from fasttune.checkpoint import Checkpoint
-from fasttune.trainable._checkpoint_io import checkpoint_dir_name
+from fasttune.trainable.checkpoint_io import checkpoint_dir_name
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from fasttune import result as R
-from fasttune.trainable._process_info import hostname, node_ip
+from fasttune._support.process_info import hostname, node_ip
 
 DATE_FORMAT = "%Y-%m-%d_%H-%M-%S"
 _DEBUG_METRICS = frozenset(

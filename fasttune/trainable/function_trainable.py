@@ -22,7 +22,7 @@ from greenlet import GreenletExit, getcurrent, greenlet
 
 from fasttune import result as R
 from fasttune.checkpoint import Checkpoint
-from fasttune.trainable import _checkpoint_io as ckpt_io
+from fasttune.trainable import checkpoint_io as ckpt_io
 from fasttune.trainable._checkpoint_staging import staged_dir
 from fasttune.trainable.session import TrialSession, attach_session
 from fasttune.trainable.trainable import Trainable

@@ -12,11 +12,11 @@ from datetime import datetime
 from typing import Any
 
 from fasttune import result as R
+from fasttune._support.process_info import SysUsageMonitor
 from fasttune.checkpoint import Checkpoint
-from fasttune.trainable import _checkpoint_io as ckpt_io
 from fasttune.trainable import _checkpoint_staging as staging
+from fasttune.trainable import checkpoint_io as ckpt_io
 from fasttune.trainable._output_capture import OutputCapture
-from fasttune.trainable._process_info import SysUsageMonitor
 from fasttune.trainable._result_logger import create_result_logger, reopen_logger
 from fasttune.trainable._result_metrics import DateCache, auto_filled_metrics, fill_defaults
 from fasttune.trainable.session import TrialSession, clear_process_session, set_process_session
