@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from fasttune import result as R
 from fasttune._internal.checkpoint_manager import CheckpointManager
 from fasttune._internal.controller_view import ControllerView
+from fasttune._internal.plugin_requests import Exploit, Save
 from fasttune.experiment.trial import Trial, TrialStatus
 from fasttune.schedulers.pbt import PopulationBasedTraining
 
@@ -123,12 +124,13 @@ class Simulation:
             trial.set_status(TrialStatus.RUNNING)
 
     def apply_requests(self) -> None:
-        for action, trial, options in self.view.take_requests():
-            if action == "save":
+        for request in self.view.take_requests():
+            trial = request.trial
+            if isinstance(request, Save):
                 checkpoint(trial, self.iteration[trial.trial_id])
-            elif action == "exploit":  # restore the donor's checkpoint, then wait to start
-                trial.set_config(options["config"])
-                restored = int(os.path.basename(options["checkpoint"].path).split("_")[-1])
+            elif isinstance(request, Exploit):  # the donor's checkpoint, then wait to start
+                trial.set_config(request.config)
+                restored = int(os.path.basename(request.checkpoint.path).split("_")[-1])
                 self.iteration[trial.trial_id] = restored
                 trial.set_status(TrialStatus.PENDING)
                 self.exploits += 1

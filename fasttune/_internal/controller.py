@@ -9,18 +9,24 @@ Processes are the executor's business; paths are the storage layer's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
 from fasttune._internal.controller_view import ControllerView
 from fasttune._internal.experiment_state import CompletionBitmap, ExperimentStateStore
-from fasttune._internal.failure import handle_failure
+from fasttune._internal.failure import (
+    FailureAction,
+    exception_of,
+    failure_action,
+    prepare_retry,
+    record_failure,
+)
 from fasttune._internal.interrupts import GracefulInterrupt
 from fasttune._internal.launcher import make_launch
 from fasttune._internal.plugin_requests import apply_request
 from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline
 from fasttune._internal.run_spec import RunSpec
+from fasttune._internal.trial_lifecycle import StopIntent, TrialLifecycle
 from fasttune.executors.base import (
     TrialFailed,
     TrialResults,
@@ -30,43 +36,46 @@ from fasttune.executors.base import (
 )
 from fasttune.experiment.trial import Trial, TrialStatus
 
+if TYPE_CHECKING:
+    from fasttune.executors.base import TrialFailed
+
 logger = logging.getLogger(__name__)
 
 
 class TuneController:
-    """Runs one experiment to completion (or until stopped)."""
+    """Runs one experiment to completion (or until stopped).
+
+    Where each trial is (waiting, launched, being stopped) is kept by its
+    :class:`~fasttune._internal.trial_lifecycle.TrialLifecycle`; this class decides
+    *when* trials move, and tells plugins and callbacks.
+    """
 
     def __init__(self, spec: RunSpec, trials: list[Trial] | None = None):
         self.spec = spec
-        self.trials: list[Trial] = list(trials or [])
-        self._by_id = {t.trial_id: t for t in self.trials}
-        # Creation order of each trial: waiting and live trials are listed in it.
-        self._position = {t.trial_id: i for i, t in enumerate(self.trials)}
-        # PENDING and PAUSED trials, in creation order (kept by _transition).
-        self._waiting: dict[str, Trial] = {
-            t.trial_id: t
-            for t in self.trials
-            if t.status in (TrialStatus.PENDING, TrialStatus.PAUSED)
-        }
         self.iteration = 0
         spec.callbacks.enable_write_buffering()
+        positions: dict[str, int] = {}  # creation order, kept by the lifecycle
         self.state = ExperimentStateStore(
             spec.experiment_path,
-            positions=self._position,
+            positions=positions,
             before_record=spec.callbacks.flush_pending_writes,
         )
+        self.lifecycle = TrialLifecycle(
+            trials or [],
+            positions=positions,
+            state=self.state,
+            executor=spec.executor,
+            resource_manager=spec.resource_manager,
+        )
+        self.trials = self.lifecycle.trials
         self.view = ControllerView(
             self.trials,
             self._has_resources_for,
             spec.search_alg,
             lambda: spec.resource_manager.total,
-            waiting_trials=self._waiting_trials,
-            live_trials=self._live_trials,
+            waiting_trials=self.lifecycle.waiting_trials,
+            live_trials=self.lifecycle.live_trials,
         )
-        self._stopping: dict[str, TrialStatus] = {}
-        self._after_pause: dict[str, Callable[[Trial], None]] = {}
-        self._restoring: set[str] = set()
-        self._launched: set[str] = set()
         self._num_created = len(self.trials)
         self._stop_all = False
         self._sigint = GracefulInterrupt()
@@ -76,9 +85,8 @@ class TuneController:
         self._decide = ResultPipeline(spec, self.view)
         self.search_finished = False
         self._search_state_dirty = False
-        self._recorded_configs: dict[str, Any] = {}
         # Trials whose completion the search algorithm was told (saved with its state).
-        self.search_completed = CompletionBitmap(self._position)
+        self.search_completed = CompletionBitmap(self.lifecycle.position)
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
@@ -99,13 +107,15 @@ class TuneController:
                 self._shutdown()
 
     def step(self) -> None:
+        """One turn of the loop: start trials, handle the executor's events, apply the
+        plugins' requests, save state when due."""
         cb = self.spec.callbacks
         cb.on_step_begin(iteration=self.iteration, trials=self.trials)
         if self._interrupted or self._stop_all or self._over_time_budget():
             self._stop_everything()
         else:
             self._start_trials()
-        timeout = 0.2 if self._launched else 0.0
+        timeout = 0.2 if self.lifecycle.num_launched else 0.0
         for event in self.spec.executor.poll(timeout):
             self._handle(event)
         self._execute_requests()
@@ -118,11 +128,11 @@ class TuneController:
         self.iteration += 1
 
     def is_finished(self) -> bool:
-        if self._launched or self._stopping:
+        if self.lifecycle.any_launched_or_stopping:
             return False
         if self._interrupted or self._stop_all or self._raise is not None:
             return True
-        if self._waiting:
+        if self.lifecycle.any_waiting:
             return False
         return self.search_finished or self.spec.search_alg.is_finished()
 
@@ -130,12 +140,13 @@ class TuneController:
     def _start_trials(self) -> None:
         self._fill_pending()
         limit = self.spec.max_concurrent_trials
-        while limit is None or len(self._launched) < limit:
-            if not self._num_pending():
+        lifecycle = self.lifecycle
+        while limit is None or lifecycle.num_launched < limit:
+            if not lifecycle.num_pending():
                 self._create_trial()
             trial = self.spec.scheduler.choose_trial_to_run(self.view)
             self._execute_requests()
-            if trial is None or trial.trial_id in self._launched:
+            if trial is None or lifecycle.is_launched(trial):
                 return
             allocation = self.spec.resource_manager.try_allocate(
                 trial.trial_id, trial.placement_group_factory
@@ -151,7 +162,7 @@ class TuneController:
         saved before a new trial starts, so trials created together share one save.
         """
         limit = self.spec.max_pending_trials
-        pending = self._num_pending()
+        pending = self.lifecycle.num_pending()
         if pending > limit // 2:
             return
         while pending < limit and self._create_trial():
@@ -173,13 +184,7 @@ class TuneController:
         trial = self.spec.trial_factory.create(trial_id, self._num_created, suggestion)
         self.spec.resource_manager.check_fits(trial.placement_group_factory, str(trial))
         self._num_created += 1
-        self._position[trial.trial_id] = len(self.trials)
-        self.trials.append(trial)
-        self._by_id[trial.trial_id] = trial
-        self._waiting[trial.trial_id] = trial
-        self.state.record_config(trial.trial_id, trial.config)
-        self._recorded_configs[trial.trial_id] = trial.config
-        self.state.record_trial(trial)
+        self.lifecycle.add(trial)
         # Saved before this trial may start (see _launch): a trial beyond the saved
         # stamp never ran.
         self._search_state_dirty = True
@@ -189,45 +194,12 @@ class TuneController:
     def _launch(self, trial: Trial, allocation: Any) -> None:
         if self._search_state_dirty:
             self._save_search_state()
-        if trial.config is not self._recorded_configs.get(trial.trial_id):
-            self.state.record_config(trial.trial_id, trial.config)  # e.g. mutated by PBT
-        self._recorded_configs[trial.trial_id] = trial.config
-        restore_path = trial.restore_path
-        launch = make_launch(self.spec, trial, allocation, restore_path)
-        self.spec.executor.start_trial(launch)
-        if restore_path:
-            self._restoring.add(trial.trial_id)
-        self._launched.add(trial.trial_id)
-        self._transition(trial, TrialStatus.RUNNING)
+        launch = make_launch(self.spec, trial, allocation, trial.restore_path)
+        self.lifecycle.launch(trial, launch)
 
     def _save_search_state(self) -> None:
         self.state.save_search_state(self.spec.search_alg, self._num_created, self.search_completed)
         self._search_state_dirty = False
-
-    def _transition(self, trial: Trial, status: TrialStatus) -> None:
-        """Set a trial's status, keep the waiting set current, and journal the change."""
-        trial.set_status(status)
-        if status in (TrialStatus.PENDING, TrialStatus.PAUSED):
-            self._waiting[trial.trial_id] = trial
-        else:
-            self._waiting.pop(trial.trial_id, None)
-        self.state.record_trial(trial)
-
-    def _in_creation_order(self, trials: Any) -> list[Trial]:
-        return sorted(trials, key=lambda t: self._position[t.trial_id])
-
-    def _waiting_trials(self) -> list[Trial]:
-        """PENDING and PAUSED trials in creation order, in O(waiting trials)."""
-        return self._in_creation_order(self._waiting.values())
-
-    def _live_trials(self) -> list[Trial]:
-        """Unfinished trials in creation order, in O(live trials)."""
-        by_id = self._by_id
-        running = (by_id[i] for i in self._launched if i not in self._waiting)
-        return self._in_creation_order([*self._waiting.values(), *running])
-
-    def _num_pending(self) -> int:
-        return sum(1 for t in self._waiting.values() if t.status is TrialStatus.PENDING)
 
     def _has_resources_for(self, trial: Trial) -> bool:
         rm = self.spec.resource_manager
@@ -235,17 +207,14 @@ class TuneController:
 
     # ------------------------------------------------------------------ events
     def _handle(self, event: Any) -> None:
-        trial = self._by_id.get(event.trial_id)
+        trial = self.lifecycle.by_id.get(event.trial_id)
         if trial is None:
             return
         if isinstance(event, TrialResults):
             self._on_results(trial, event.results)
         elif isinstance(event, TrialStarted):
-            if trial.trial_id in self._restoring:
-                self._restoring.discard(trial.trial_id)
-                self._callback("on_trial_restore", trial)
-            else:
-                self._callback("on_trial_start", trial)
+            hook = "on_trial_restore" if self.lifecycle.started(trial) else "on_trial_start"
+            self._callback(hook, trial)
         elif isinstance(event, TrialSaved):
             self._on_saved(trial, event.checkpoint_path)
         elif isinstance(event, TrialStopped):
@@ -261,24 +230,19 @@ class TuneController:
     def _on_results(self, trial: Trial, results: list[dict[str, Any]]) -> None:
         processed = 0
         acked = False
+        accepts = self.lifecycle.accepts_results
         for result in results:
-            if trial.trial_id in self._stopping or trial.status is not TrialStatus.RUNNING:
-                return
+            if not accepts(trial):
+                return  # being stopped: what it ran past the decision is dropped
             processed += 1
             ack = processed if processed == len(results) else 0
             decision, acked = self._on_result(trial, result, ack)
             if decision == STOP:
-                self._stop_trial(trial, TrialStatus.TERMINATED)
+                self.terminate_trial(trial)
             elif decision == PAUSE:
-                self._stop_trial(trial, TrialStatus.PAUSED)
+                self.pause_trial(trial, save=True)
             self._execute_requests()
-        if (
-            processed
-            and not acked
-            and not self._stop_all
-            and trial.trial_id not in self._stopping
-            and trial.status is TrialStatus.RUNNING
-        ):
+        if processed and not acked and not self._stop_all and accepts(trial):
             self.spec.executor.grant(trial.trial_id, processed)
 
     def _on_result(self, trial: Trial, result: dict[str, Any], ack: int = 0) -> tuple[str, bool]:
@@ -313,17 +277,17 @@ class TuneController:
     def _on_saved(self, trial: Trial, checkpoint_path: str) -> None:
         import os
 
-        target = self._stopping.get(trial.trial_id)
-        if target is TrialStatus.RUNNING:
+        intent = self.lifecycle.stop_intent(trial)
+        if intent is StopIntent.INTERRUPT:
             return  # interrupted: its later results were dropped, so is this checkpoint
         if not checkpoint_path:
             # Nothing to save (a function that has reported no checkpoint): a paused
             # trial restarts from scratch, as on Ray.
-            if target is TrialStatus.PAUSED:
+            if intent is StopIntent.PAUSE:
                 trial.restore_path = None
             return
         self._register_checkpoint(trial, os.path.basename(checkpoint_path.rstrip(os.sep)))
-        if target is TrialStatus.PAUSED:
+        if intent is StopIntent.PAUSE:
             trial.restore_path = checkpoint_path
 
     def _register_checkpoint(self, trial: Trial, dir_name: str) -> None:
@@ -335,41 +299,36 @@ class TuneController:
         self._callback("on_trial_save", trial)
         self._callback("on_checkpoint", trial, checkpoint=manager.latest_checkpoint)
 
-    def _stop_trial(self, trial: Trial, target: TrialStatus, save: bool | None = None) -> None:
-        if trial.trial_id not in self._launched:
-            return
-        current = self._stopping.get(trial.trial_id)
-        if current is not None:
-            if current is TrialStatus.PAUSED and target is TrialStatus.TERMINATED:
-                # A stop while pausing wins: the trial ends instead of waiting PAUSED.
-                self._stopping[trial.trial_id] = target
-                self._after_pause.pop(trial.trial_id, None)
-            return
-        self._stopping[trial.trial_id] = target
-        executor = self.spec.executor
-        if save is None:
-            save = target is TrialStatus.PAUSED or (
-                self.spec.checkpoint_at_end and target is TrialStatus.TERMINATED
-            )
-        if save:
-            executor.save_trial(trial.trial_id)
-        executor.stop_trial(trial.trial_id)
-
     def _on_stopped(self, trial: Trial) -> None:
-        target = self._stopping.pop(trial.trial_id, TrialStatus.TERMINATED)
-        self._release(trial)
-        if self._interrupted and target is not TrialStatus.PAUSED:
-            self.state.record_trial(trial)  # stays RUNNING on disk: resumed by restore
-            return
-        change = self._after_pause.pop(trial.trial_id, None)
-        if change is not None:
-            self._apply_change(trial, change)
-            target = TrialStatus.PENDING
-        self._transition(trial, target)
-        if target is TrialStatus.TERMINATED:
-            self._complete(trial)
+        status = self.lifecycle.stopped(trial, interrupted=bool(self._interrupted))
+        if status is TrialStatus.TERMINATED:
+            self._completed(trial)
 
-    def _complete(self, trial: Trial) -> None:
+    def _on_failed(self, trial: Trial, event: TrialFailed) -> None:
+        """Record the failure, then apply ``FailureConfig``: retry, error or end the run."""
+        intent = self.lifecycle.failed(trial)
+        record_failure(trial, event)
+        if self._interrupted:
+            self.state.record_trial(trial)
+            return
+        action = failure_action(trial, self.spec.failure_config.fail_fast, intent is not None)
+        if action is FailureAction.RETRY:
+            prepare_retry(trial)
+            self.lifecycle.retry(trial)
+            self._callback("on_trial_recover", trial)
+            return
+        if action is not FailureAction.ERROR:
+            self._stop_all = True
+        if action is FailureAction.RAISE:
+            self._raise = exception_of(event.exception, event.error)
+        self.lifecycle.error(trial)
+        self.spec.scheduler.on_trial_error(self.view, trial)
+        self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
+        self.search_completed.add(trial.trial_id)  # saved with the next search state
+        self._callback("on_trial_error", trial)
+
+    def _completed(self, trial: Trial) -> None:
+        """Tell the plugins and callbacks that ``trial`` has TERMINATED."""
         self.spec.scheduler.on_trial_complete(self.view, trial, trial.last_result)
         self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result)
         # Saved with the next search state (before the next new trial starts, or at the
@@ -377,39 +336,26 @@ class TuneController:
         self.search_completed.add(trial.trial_id)
         self._callback("on_trial_complete", trial)
 
-    def _release(self, trial: Trial) -> None:
-        self._launched.discard(trial.trial_id)
-        self._restoring.discard(trial.trial_id)
-        self.spec.resource_manager.release(trial.trial_id)
-
-    def _on_failed(self, trial: Trial, event: TrialFailed) -> None:
-        handle_failure(self, trial, event)
-
     # ------------------------------------------------------------------ requests, stop-all
-    def _execute_requests(self) -> None:
-        for action, trial, options in self.view.take_requests():
-            apply_request(self, action, trial, options)
-
-    def restart_trial(self, trial: Trial, *, save: bool, change: Callable[[Trial], None]) -> None:
-        """Stop the trial (saving first if asked), ``change`` it, and make it PENDING.
-
-        Used for PBT's exploit (new config, another trial's checkpoint) and for new
-        resources. A trial that is not running is changed at once.
-        """
-        if trial.trial_id in self._launched:
-            if self._stopping.get(trial.trial_id, TrialStatus.PAUSED) is not TrialStatus.PAUSED:
-                return  # already stopping for good
-            self._after_pause[trial.trial_id] = change
-            self._stop_trial(trial, TrialStatus.PAUSED, save=save)
+    # The RequestHost interface (plugin_requests.py), also used by result decisions.
+    def terminate_trial(self, trial: Trial) -> None:
+        """End ``trial``: stop it if launched (saving if ``checkpoint_at_end``), else
+        terminate it where it waits."""
+        if self.lifecycle.is_launched(trial):
+            self.lifecycle.stop(trial, StopIntent.TERMINATE, save=self.spec.checkpoint_at_end)
         elif not trial.is_finished():
-            self._apply_change(trial, change)
-            self._transition(trial, TrialStatus.PENDING)
+            self.lifecycle.end_waiting(trial)
+            self._completed(trial)
 
-    def _apply_change(self, trial: Trial, change: Callable[[Trial], None]) -> None:
-        change(trial)
-        if trial.config is not self._recorded_configs.get(trial.trial_id):
-            self.state.record_config(trial.trial_id, trial.config)
-            self._recorded_configs[trial.trial_id] = trial.config
+    def pause_trial(self, trial: Trial, *, save: bool) -> None:
+        self.lifecycle.stop(trial, StopIntent.PAUSE, save=save)
+
+    def save_trial(self, trial: Trial) -> None:
+        self.spec.executor.save_trial(trial.trial_id)
+
+    def _execute_requests(self) -> None:
+        for request in self.view.take_requests():
+            apply_request(self, request)
 
     def _over_time_budget(self) -> bool:
         budget = self.spec.time_budget_s
@@ -422,19 +368,11 @@ class TuneController:
 
     def _stop_everything(self) -> None:
         self.search_finished = True
-        for trial in self.trials:
-            if trial.trial_id in self._launched:
-                if self._interrupted:
-                    if trial.trial_id not in self._stopping:
-                        self._stopping[trial.trial_id] = TrialStatus.RUNNING
-                        self.spec.executor.stop_trial(trial.trial_id)
-                else:
-                    self._stop_trial(trial, TrialStatus.TERMINATED)
-            elif (
-                trial.status in (TrialStatus.PENDING, TrialStatus.PAUSED) and not self._interrupted
-            ):
-                self._transition(trial, TrialStatus.TERMINATED)
-                self._complete(trial)
+        if self._interrupted:
+            self.lifecycle.interrupt_all()  # waiting trials stay as they are, for restore
+            return
+        for trial in self.lifecycle.live_trials():
+            self.terminate_trial(trial)
 
     # ------------------------------------------------------------------ state, signals
     def snapshot(self) -> None:
@@ -459,9 +397,7 @@ class TuneController:
         try:
             self.spec.executor.shutdown()
         finally:
-            for trial_id in list(self._launched):
-                self.spec.resource_manager.release(trial_id)
-            self._launched.clear()
+            self.lifecycle.release_all()
             try:
                 self.snapshot()
             finally:

@@ -10,6 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from fasttune._internal.plugin_requests import (
+    Exploit,
+    Pause,
+    PluginRequest,
+    Save,
+    SetResources,
+    Stop,
+    Unpause,
+)
 from fasttune.experiment.trial import Trial, TrialStatus
 
 
@@ -31,7 +40,7 @@ class ControllerView:
         self._total_resources = total_resources
         self._waiting_trials = waiting_trials
         self._live_trials = live_trials
-        self.requests: list[tuple[str, Trial, dict[str, Any]]] = []
+        self.requests: list[PluginRequest] = []
 
     @property
     def search_alg(self) -> Any:
@@ -71,18 +80,18 @@ class ControllerView:
 
     # Requests, executed by the controller once the current hook has returned.
     def pause_trial(self, trial: Trial, should_checkpoint: bool = True) -> None:
-        self.requests.append(("pause", trial, {"should_checkpoint": should_checkpoint}))
+        self.requests.append(Pause(trial, should_checkpoint))
 
     def stop_trial(self, trial: Trial) -> None:
-        self.requests.append(("stop", trial, {}))
+        self.requests.append(Stop(trial))
 
     def save_trial(self, trial: Trial) -> None:
         """Checkpoint a running trial right after its current result (it keeps running)."""
-        self.requests.append(("save", trial, {}))
+        self.requests.append(Save(trial))
 
     def unpause_trial(self, trial: Trial) -> None:
         """Make a PAUSED trial runnable again (it resumes from its checkpoint)."""
-        self.requests.append(("unpause", trial, {}))
+        self.requests.append(Unpause(trial))
 
     def exploit_trial(
         self,
@@ -96,21 +105,11 @@ class ControllerView:
         A running trial is stopped without saving, then resumes from ``checkpoint``
         (through ``Trainable.reset`` when its worker is reused, else a restart).
         """
-        self.requests.append(
-            (
-                "exploit",
-                trial,
-                {
-                    "checkpoint": checkpoint,
-                    "config": new_config,
-                    "experiment_tag": new_experiment_tag,
-                },
-            )
-        )
+        self.requests.append(Exploit(trial, checkpoint, new_config, new_experiment_tag))
 
     def set_trial_resources(self, trial: Trial, resources: Any) -> None:
         """Give ``trial`` new resources: it is saved, stopped and restarted with them."""
-        self.requests.append(("resources", trial, {"resources": resources}))
+        self.requests.append(SetResources(trial, resources))
 
     def _set_trial_status(self, trial: Trial, status: TrialStatus) -> None:
         # Ray's schedulers flip PAUSED trials to PENDING this way.
@@ -119,6 +118,7 @@ class ControllerView:
         else:
             raise ValueError(f"Plugins may not set trial status to {status}")
 
-    def take_requests(self) -> list[tuple[str, Trial, dict[str, Any]]]:
+    def take_requests(self) -> list[PluginRequest]:
+        """The requests made since the last call, oldest first."""
         requests, self.requests = self.requests, []
         return requests

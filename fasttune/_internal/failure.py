@@ -1,4 +1,8 @@
-"""Trial failures: the policy (retry, error, stop everything) and the error files."""
+"""Trial failures: the policy (retry, error, stop everything) and the error files.
+
+Pure decisions and file writes: the controller asks :func:`failure_action` what to do
+with a failed trial and carries it out through the trial lifecycle.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +12,10 @@ import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from fasttune.experiment.trial import TrialStatus
 from fasttune.result import EXPR_ERROR_FILE, EXPR_ERROR_PICKLE_FILE
 from fasttune.storage.filesystem import atomic_write_bytes
 
 if TYPE_CHECKING:
-    from fasttune._internal.controller import TuneController
     from fasttune.executors.base import TrialFailed
     from fasttune.experiment.trial import Trial
 
@@ -79,39 +81,24 @@ def exception_of(exception_blob: bytes | None, error_text: str) -> BaseException
     return TuneError(error_text)
 
 
-def handle_failure(ctl: TuneController, trial: Trial, event: TrialFailed) -> None:
-    """Record a trial's failure and apply the policy: retry, error, or end the run."""
-    was_stopping = ctl._stopping.pop(trial.trial_id, None)
-    ctl._release(trial)
+def record_failure(trial: Trial, event: TrialFailed) -> None:
+    """Count the failure on ``trial`` and append it to the trial's ``error.txt``."""
     trial.num_failures += 1
     trial.error_msg = short_error(event.error)
     trial.error_file = write_error_files(
         trial.init_local_path(), trial.num_failures, event.error, event.exception
     )
-    if ctl._interrupted:
-        ctl.state.record_trial(trial)
-        return
-    action = failure_action(trial, ctl.spec.failure_config.fail_fast, was_stopping is not None)
-    if action is FailureAction.RETRY:
-        latest = trial.checkpoint_manager.latest_checkpoint
-        trial.restore_path = latest.path if latest is not None else None
-        ctl._transition(trial, TrialStatus.PENDING)
-        logger.warning(
-            "Trial %s failed (%s); retrying %s (failure %d of %s allowed).",
-            trial,
-            trial.error_msg,
-            "from its latest checkpoint" if latest else "from scratch",
-            trial.num_failures,
-            "unlimited" if trial.max_failures < 0 else trial.max_failures,
-        )
-        ctl._callback("on_trial_recover", trial)
-        return
-    if action is not FailureAction.ERROR:
-        ctl._stop_all = True
-    if action is FailureAction.RAISE:
-        ctl._raise = exception_of(event.exception, event.error)
-    ctl._transition(trial, TrialStatus.ERROR)
-    ctl.spec.scheduler.on_trial_error(ctl.view, trial)
-    ctl.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
-    ctl.search_completed.add(trial.trial_id)  # saved with the next search state
-    ctl._callback("on_trial_error", trial)
+
+
+def prepare_retry(trial: Trial) -> None:
+    """Point a failed trial at its latest checkpoint (or none: from scratch) to run again."""
+    latest = trial.checkpoint_manager.latest_checkpoint
+    trial.restore_path = latest.path if latest is not None else None
+    logger.warning(
+        "Trial %s failed (%s); retrying %s (failure %d of %s allowed).",
+        trial,
+        trial.error_msg,
+        "from its latest checkpoint" if latest else "from scratch",
+        trial.num_failures,
+        "unlimited" if trial.max_failures < 0 else trial.max_failures,
+    )

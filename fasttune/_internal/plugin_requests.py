@@ -1,52 +1,115 @@
-"""Carry out what schedulers asked for through the controller view.
+"""What schedulers may ask of the run, and how the controller carries it out.
 
-Requests are queued by :class:`~fasttune._internal.controller_view.ControllerView`
-while a plugin hook runs, and applied here once it has returned.
+A plugin hook asks through :class:`~fasttune._internal.controller_view.ControllerView`
+(``pause_trial``, ``stop_trial``, ``exploit_trial``...); each call queues one of the
+frozen records below, and the controller hands them to :func:`apply_request` once the
+hook has returned (a hook never sees the run change under it).
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from fasttune.experiment.trial import Trial, TrialStatus
+from fasttune.experiment.trial import Trial
 
 if TYPE_CHECKING:
-    from fasttune._internal.controller import TuneController
+    from fasttune._internal.trial_lifecycle import TrialLifecycle
 
 
-def apply_request(ctl: TuneController, action: str, trial: Trial, options: dict[str, Any]) -> None:
-    if action == "stop":
-        if trial.trial_id in ctl._launched:
-            ctl._stop_trial(trial, TrialStatus.TERMINATED)
-        elif not trial.is_finished():
-            ctl._transition(trial, TrialStatus.TERMINATED)
-            ctl._complete(trial)
-    elif action == "pause":
-        if trial.trial_id in ctl._launched:
-            ctl._stop_trial(trial, TrialStatus.PAUSED, save=options.get("should_checkpoint", True))
-    elif action == "save":
-        if trial.trial_id in ctl._launched and trial.trial_id not in ctl._stopping:
-            ctl.spec.executor.save_trial(trial.trial_id)
-    elif action == "unpause":
-        if trial.status is TrialStatus.PAUSED:
-            ctl._transition(trial, TrialStatus.PENDING)
-    elif action == "exploit":
-        ctl.restart_trial(trial, save=False, change=_exploit(options))
-    elif action == "resources":
-        ctl.restart_trial(trial, save=True, change=_new_resources(options["resources"]))
+@dataclass(frozen=True)
+class Pause:
+    """Pause a running trial, checkpointing it first unless ``should_checkpoint`` is False."""
+
+    trial: Trial
+    should_checkpoint: bool = True
+
+
+@dataclass(frozen=True)
+class Stop:
+    """End a trial: a running one is stopped, a waiting one terminated."""
+
+    trial: Trial
+
+
+@dataclass(frozen=True)
+class Save:
+    """Checkpoint a running trial right after its current result; it keeps running."""
+
+    trial: Trial
+
+
+@dataclass(frozen=True)
+class Unpause:
+    """Make a PAUSED trial runnable again."""
+
+    trial: Trial
+
+
+@dataclass(frozen=True)
+class Exploit:
+    """Restart ``trial`` from ``checkpoint`` with ``config`` (PBT's exploit)."""
+
+    trial: Trial
+    checkpoint: Any
+    config: dict[str, Any]
+    experiment_tag: str | None = None
+
+
+@dataclass(frozen=True)
+class SetResources:
+    """Save, stop and restart ``trial`` with ``resources``."""
+
+    trial: Trial
+    resources: Any
+
+
+PluginRequest = Pause | Stop | Save | Unpause | Exploit | SetResources
+
+
+class RequestHost(Protocol):
+    """What carrying out a request needs from the controller."""
+
+    @property
+    def lifecycle(self) -> TrialLifecycle: ...
+
+    def pause_trial(self, trial: Trial, *, save: bool) -> None: ...
+
+    def terminate_trial(self, trial: Trial) -> None: ...
+
+    def save_trial(self, trial: Trial) -> None: ...
+
+
+def apply_request(host: RequestHost, request: PluginRequest) -> None:
+    """Carry out ``request``; requests about trials that moved on meanwhile do nothing."""
+    trial = request.trial
+    lifecycle = host.lifecycle
+    if isinstance(request, Stop):
+        host.terminate_trial(trial)
+    elif isinstance(request, Pause):
+        if lifecycle.is_launched(trial):
+            host.pause_trial(trial, save=request.should_checkpoint)
+    elif isinstance(request, Save):
+        if lifecycle.is_launched(trial) and lifecycle.stop_intent(trial) is None:
+            host.save_trial(trial)
+    elif isinstance(request, Unpause):
+        lifecycle.unpause(trial)
+    elif isinstance(request, Exploit):
+        lifecycle.restart(trial, _exploit(request), save=False)
+    elif isinstance(request, SetResources):
+        lifecycle.restart(trial, _new_resources(request.resources), save=True)
     else:
-        raise ValueError(f"Unknown plugin request {action!r}")
+        raise TypeError(f"Unknown plugin request {request!r}")
 
 
-def _exploit(options: dict[str, Any]) -> Any:
-    checkpoint = options["checkpoint"]
-    path = getattr(checkpoint, "path", checkpoint)
+def _exploit(request: Exploit) -> Any:
+    path = getattr(request.checkpoint, "path", request.checkpoint)
 
     def change(trial: Trial) -> None:
-        trial.set_config(options["config"])
-        if options.get("experiment_tag") is not None:
-            trial.set_experiment_tag(options["experiment_tag"])
+        trial.set_config(request.config)
+        if request.experiment_tag is not None:
+            trial.set_experiment_tag(request.experiment_tag)
         trial.restore_path = None
         if path is not None:
             # The donor's checkpoint becomes this trial's latest one: copied into its own

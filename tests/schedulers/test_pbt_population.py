@@ -22,6 +22,7 @@ import pytest
 from fasttune import result as R
 from fasttune._internal.checkpoint_manager import CheckpointManager
 from fasttune._internal.controller_view import ControllerView
+from fasttune._internal.plugin_requests import Exploit, Save
 from fasttune.experiment.trial import Trial, TrialStatus
 from fasttune.schedulers.pbt import PopulationBasedTraining
 
@@ -126,23 +127,23 @@ def test_256_trials_bottom_quantile_exploits_top_quantile():
                 assert requests == []
                 continue
             decisions += 1
-            saves = [t for action, t, _ in requests if action == "save"]
+            saves = [r.trial for r in requests if isinstance(r, Save)]
             assert saves == ([trial] if tid in upper else [])
             for t in saves:
                 save(t, it)
-            exploit = [(t, o) for action, t, o in requests if action == "exploit"]
+            exploit = [r for r in requests if isinstance(r, Exploit)]
             if tid not in lower:
                 assert exploit == []
                 continue
-            [(target, options)] = exploit
-            donor_id, donor_iteration = checkpoint_owner_and_iteration(options["checkpoint"].path)
-            assert target is trial and donor_id in upper
+            [request] = exploit
+            donor_id, donor_iteration = checkpoint_owner_and_iteration(request.checkpoint.path)
+            assert request.trial is trial and donor_id in upper
             donor = by_id[donor_id]
-            assert options["checkpoint"].path == donor.checkpoint.path  # its latest
-            assert options["config"]["lr"] in LRS  # explored from the donor's
-            assert options["experiment_tag"].startswith(f"{trial.experiment_tag}@perturbed[lr=")
+            assert request.checkpoint.path == donor.checkpoint.path  # its latest
+            assert request.config["lr"] in LRS  # explored from the donor's
+            assert request.experiment_tag.startswith(f"{trial.experiment_tag}@perturbed[lr=")
             # Apply it as the controller does: the trial restarts from the donor's save.
-            trial.set_config(options["config"])
+            trial.set_config(request.config)
             iteration[tid] = donor_iteration
             model.last_perturbation[tid] = model.last_perturbation[donor_id]
             exploits += 1
@@ -180,9 +181,9 @@ def test_256_trials_synch_round_exploits_bottom_from_top():
     assert len(lower) == len(upper) == N // 4
     pbt.on_trial_result(view, last, {R.TRAINING_ITERATION: INTERVAL, "score": 0.5})
     exploited = {}
-    for action, target, options in view.take_requests():
-        assert action == "exploit"
-        exploited[target.trial_id] = checkpoint_owner_and_iteration(options["checkpoint"].path)
+    for request in view.take_requests():
+        assert isinstance(request, Exploit)
+        exploited[request.trial.trial_id] = checkpoint_owner_and_iteration(request.checkpoint.path)
     deferred = dict(pbt._deferred)  # donors still running (the last one): after its save
     assert set(exploited) | set(deferred) == lower and not set(exploited) & set(deferred)
     assert all(donor in upper and at == INTERVAL for donor, at in exploited.values())
@@ -192,9 +193,10 @@ def test_256_trials_synch_round_exploits_bottom_from_top():
         last.set_status(TrialStatus.PAUSED)
     for _ in range(N):
         chosen = pbt.choose_trial_to_run(view)
-        for action, target, options in view.take_requests():
-            assert action == "exploit" and options["checkpoint"].path == last.checkpoint.path
-            exploited[target.trial_id] = (last.trial_id, INTERVAL)
+        for request in view.take_requests():
+            assert isinstance(request, Exploit)
+            assert request.checkpoint.path == last.checkpoint.path
+            exploited[request.trial.trial_id] = (last.trial_id, INTERVAL)
         if chosen is None:
             break
         assert chosen.trial_id not in pbt._deferred
@@ -212,9 +214,9 @@ def test_a_diverged_trial_ranks_last_and_exploits():
     view.take_requests()
     nan = {R.TRAINING_ITERATION: 2 * INTERVAL, "score": float("nan")}
     pbt.on_trial_result(view, trials[6], nan)  # the best so far diverges
-    [(_, target, options)] = [r for r in view.take_requests() if r[0] == "exploit"]
-    assert target is trials[6]
-    assert checkpoint_owner_and_iteration(options["checkpoint"].path)[0] in {"t002", "t004"}
+    [request] = [r for r in view.take_requests() if isinstance(r, Exploit)]
+    assert request.trial is trials[6]
+    assert checkpoint_owner_and_iteration(request.checkpoint.path)[0] in {"t002", "t004"}
 
 
 def test_a_deferred_donor_that_ends_is_still_cloned():
@@ -227,9 +229,9 @@ def test_a_deferred_donor_that_ends_is_still_cloned():
     save(trials[1], INTERVAL)
     trials[1].set_status(TrialStatus.TERMINATED)  # it ends instead of pausing
     pbt.on_trial_complete(view, trials[1], trials[1].last_result)
-    [(action, target, options)] = view.take_requests()
-    assert (action, target) == ("exploit", trials[0])
-    assert options["checkpoint"].path == os.path.join("/ckpt/t001", f"checkpoint_{INTERVAL:06d}")
+    [request] = view.take_requests()
+    assert isinstance(request, Exploit) and request.trial is trials[0]
+    assert request.checkpoint.path == os.path.join("/ckpt/t001", f"checkpoint_{INTERVAL:06d}")
     assert pbt._deferred == {}
 
 
@@ -247,5 +249,5 @@ def test_a_restored_deferred_exploit_is_resolved(donor_status):
         assert view.take_requests() == [] and restored._deferred == {"t000": "t001"}
     trials[1].set_status(donor_status)  # paused, or ended while the run was down
     restored.choose_trial_to_run(view)
-    assert [(a, t) for a, t, _ in view.take_requests()] == [("exploit", trials[0])]
+    assert [(type(r), r.trial) for r in view.take_requests()] == [(Exploit, trials[0])]
     assert restored._deferred == {}
