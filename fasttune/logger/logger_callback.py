@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from fasttune.callback import Callback
 from fasttune.logger.csv import CSVResultWriter
@@ -113,6 +113,12 @@ class _ResultWriter(Protocol):
     def close(self) -> None: ...
 
 
+class _FlatResultWriter(_ResultWriter, Protocol):
+    """A writer that also takes the controller's flattened result (``_takes_flat``)."""
+
+    def write_result(self, result: dict[str, Any], flat: dict[str, Any] | None = None) -> Any: ...
+
+
 def _trial_dir(trial: Trial) -> str:
     path = trial.local_path or (trial.init_local_path() if trial.experiment_path else None)
     if not path:
@@ -192,7 +198,7 @@ class _TrialFileLoggerCallback(LoggerCallback):
             writer = self._start(trial)
         if result is trial.last_result and self._takes_flat:
             # The controller flattened this result already (config left out).
-            writer.write_result(result, flat=trial.last_flat_result)
+            cast(_FlatResultWriter, writer).write_result(result, flat=trial.last_flat_result)
         else:
             writer.write_result(result)
 
@@ -264,7 +270,7 @@ class CSVLoggerCallback(_TrialFileLoggerCallback):
     _takes_flat = True
     _can_buffer_lines = True
 
-    def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
+    def _open(self, trial: Trial, logdir: str) -> _FlatResultWriter:
         return CSVResultWriter(logdir, buffered=self._buffer_lines)
 
 
@@ -288,7 +294,7 @@ class TBXLoggerCallback(_TrialFileLoggerCallback):
         require_tensorboardx("TBXLoggerCallback")
         super().__init__()
 
-    def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
+    def _open(self, trial: Trial, logdir: str) -> _FlatResultWriter:
         return TBXResultWriter(logdir)
 
     def _before_close(self, trial: Trial, writer: Any) -> None:

@@ -17,7 +17,7 @@ import operator
 import re
 import struct
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from math import isnan
 from typing import Any
 
@@ -155,7 +155,8 @@ class _ScalarPlan:
         return self._struct.pack(*args)
 
 
-def _single(key: str) -> Any:
+# Typed, not Any: mypy 2.x crashes on itemgetter(*keys) if the other branch is Any.
+def _single(key: str) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
     def values(flat: Mapping[str, Any]) -> tuple[Any, ...]:
         return (flat[key],)
 
