@@ -254,10 +254,15 @@ class Tuner:
 def _default_executor() -> Any:
     """The local process executor, its first worker already starting (or the inline
     executor when ``FASTTUNE_EXECUTOR=inline``)."""
-    from fasttune.executors import InlineExecutor, LocalExecutor
-
     if os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline":
+        from fasttune.executors.inline import InlineExecutor
+
         return InlineExecutor()
+    from fasttune._support.supported_platform import require_local_workers
+
+    require_local_workers()  # a clear error on Windows, before the fork server is imported
+    from fasttune.executors.local import LocalExecutor
+
     executor = LocalExecutor()
     executor.warm_up()
     return executor
