@@ -121,7 +121,8 @@ class Trial:
 
         self.status = TrialStatus.PENDING
         self.last_result: dict[str, Any] = {}
-        self._stats: dict[str, list[Any]] = {}
+        # key -> running statistics (a list), or final figures once finished (a tuple)
+        self._stats: dict[str, list[Any] | tuple[Any, ...]] = {}
         # ``last_result`` flattened with "/" (config left out), shared by the loggers.
         self.last_flat_result: dict[str, Any] = {}
         self.num_failures = 0
@@ -194,7 +195,7 @@ class Trial:
         """
         self.last_flat_result = {}
         self._stats = {
-            key: entry if type(entry) is tuple else _final_stats(entry)
+            key: entry if isinstance(entry, tuple) else _final_stats(entry)
             for key, entry in self._stats.items()
         }
         result = self.last_result
@@ -237,7 +238,9 @@ class Trial:
 
             flat_result = flatten_result(result, (R.CONFIG,))
         self.last_flat_result = flat_result
-        stats = self._stats
+        # Any: a tuple entry is reopened as a list below, which mypy cannot follow
+        # (``type(entry) is tuple`` narrows one way only; isinstance is slower here).
+        stats: dict[str, Any] = self._stats
         for key, value in flat_result.items():
             cls = type(value)
             if cls is not float and cls is not int:
@@ -270,7 +273,7 @@ class Trial:
         """Per-metric ``max``, ``min``, ``avg``, ``last``, ``last-5-avg``, ``last-10-avg``."""
         analysis = {}
         for key, entry in self._stats.items():
-            if type(entry) is not tuple:
+            if not isinstance(entry, tuple):
                 entry = _final_stats(entry)
             analysis[key] = dict(zip(_ANALYSIS_KEYS, entry[:6]))
         return analysis
