@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fasttune.config import CheckpointConfig, FailureConfig
+from fasttune.executors.flow_control import FlowControl
 
 
 @dataclass
@@ -38,7 +39,7 @@ class RunSpec:
     time_budget_s: float | None = None
     log_to_file: tuple[str | None, str | None] = (None, None)
     chdir: bool = True
-    credit: int = 64
+    flow: FlowControl = field(default_factory=FlowControl)
     max_pending_trials: int = 1
     snapshot_period_s: float = 10.0
     clock: Callable[[], float] = time.monotonic

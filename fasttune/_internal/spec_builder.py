@@ -16,14 +16,13 @@ from fasttune._internal.trainable_resolution import (
 )
 from fasttune._internal.trial_factory import TrialFactory
 from fasttune.config import RunConfig
+from fasttune.executors import flow_control
 from fasttune.storage.defaults import default_storage_path
 from fasttune.storage.filesystem import is_url
 from fasttune.tune_config import TuneConfig
 
 if TYPE_CHECKING:
     from fasttune.search.search_algorithm import SearchAlgorithm
-
-DEFAULT_CREDIT = 64
 
 
 def experiment_location(run_config: RunConfig, trainable_name: str) -> tuple[str, str]:
@@ -215,7 +214,6 @@ def build_run_spec(
     if progress is not None:
         callbacks.append(progress)
 
-    supports_buffering = getattr(scheduler, "_supports_buffered_results", True)
     factory = TrialFactory(
         trainable_name,
         experiment_path,
@@ -253,7 +251,7 @@ def build_run_spec(
         time_budget_s=tune_config.time_budget_s,
         log_to_file=_log_files(run_config.log_to_file),
         chdir=_chdir_enabled(),
-        credit=DEFAULT_CREDIT if supports_buffering else 1,
+        flow=flow_control.for_scheduler(scheduler),
         max_pending_trials=_max_pending_trials(search_alg, resource_manager),
         experiment_id=uuid.uuid4().hex,
         meta={"name": name, "trainable_name": trainable_name, "metric": metric, "mode": mode},

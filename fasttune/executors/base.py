@@ -6,16 +6,8 @@ decisions. Every executor runs the same worker-side loop
 (:mod:`fasttune.executors.worker_loop`), so they differ only in where that loop
 runs and how it is reached.
 
-Flow control: a trial may run ``credit`` iterations ahead of the controller. On
-start it receives ``TrialLaunch.initial_credit``; every :meth:`Executor.grant` adds
-more and acknowledges that many results (the controller grants as it processes
-them). Within its credit a trial runs ahead only while its iterations are short: the
-worker loop starts the next iteration only while unacknowledged iterations x the
-trial's measured iteration time stay under :data:`LOOKAHEAD_S` (20 ms), and always
-when none is unacknowledged. A worker that may not run waits for a grant or a
-command, so a STOP/PAUSE decided on result *n* is applied before iteration
-``n + credit`` runs, and right after iteration *n* when iterations take 20 ms or more
-(credit 1 means the trial waits for a decision after every result).
+How far a trial may run ahead of the controller (credit, grants, the lookahead
+bound, batching) is set out in :mod:`fasttune.executors.flow_control`.
 """
 
 from __future__ import annotations
@@ -23,6 +15,8 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass, field
 from typing import Any
+
+from fasttune.executors.flow_control import BUFFER_TIME_S, LOOKAHEAD_S, MAX_BUFFER_LENGTH
 
 
 @dataclass(frozen=True)
@@ -45,11 +39,7 @@ class Allocation:
         }
 
 
-# The adaptive lookahead bound (see the module docstring): a trial starts its next
-# iteration only while unacknowledged iterations x its measured iteration time stay
-# under this. Loops of microseconds run ahead, up to their credit, for throughput; an
-# iteration of 20 ms or more waits for the driver's decision on the one before.
-LOOKAHEAD_S = 0.02
+__all__ = ["LOOKAHEAD_S"]  # re-exported: executors and tests name it from here
 
 
 @dataclass(frozen=True)
@@ -69,7 +59,7 @@ class TrialLaunch:
         allocation: The trial's resources (``CUDA_VISIBLE_DEVICES`` comes from
             ``allocation.gpu_ids``; "" when the trial has no GPU).
         initial_credit: Iterations the trial may run before its first grant (at most:
-            the lookahead bound may stop it sooner).
+            the lookahead bound may stop it sooner; see ``flow_control``).
         max_buffer_length: At most this many results per ``TrialResults`` event.
         buffer_time_s: A worker sends buffered results at least this often.
         lookahead_s: The lookahead bound, :data:`LOOKAHEAD_S` (``math.inf`` leaves only
@@ -93,8 +83,8 @@ class TrialLaunch:
     restore_path: str | None = None
     allocation: Allocation = field(default_factory=Allocation)
     initial_credit: int = 1
-    max_buffer_length: int = 1000
-    buffer_time_s: float = 0.02
+    max_buffer_length: int = MAX_BUFFER_LENGTH
+    buffer_time_s: float = BUFFER_TIME_S
     lookahead_s: float = LOOKAHEAD_S
     chdir: bool = True
     reuse: bool = False

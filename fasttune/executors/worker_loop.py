@@ -34,6 +34,7 @@ from fasttune.executors.base import (
     TrialStarted,
     TrialStopped,
 )
+from fasttune.executors.flow_control import may_run, next_iteration_estimate, should_send
 from fasttune.logger.noop import NoopLogger
 from fasttune.storage.filesystem import ensure_dir
 
@@ -137,9 +138,8 @@ class WorkerLoop:
         launch = self._launch
         return (
             launch is not None
-            and self._credit > 0
             and not self._finished
-            and self._unacked * self._iteration_s < launch.lookahead_s
+            and may_run(self._credit, self._unacked, self._iteration_s, launch.lookahead_s)
         )
 
     # ------------------------------------------------------------------ driving
@@ -207,13 +207,12 @@ class WorkerLoop:
         lookahead_s = launch.lookahead_s
         iteration_s = self._iteration_s
         try:
-            while self._credit > 0 and self._unacked * iteration_s < lookahead_s:
+            while may_run(self._credit, self._unacked, iteration_s, lookahead_s):
                 started = time.monotonic()
                 result = trainable.train()
                 now = time.monotonic()
                 elapsed = now - started
-                # Rise at once on a slower iteration, decay by half on faster ones.
-                iteration_s = elapsed if elapsed > iteration_s else (iteration_s + elapsed) / 2
+                iteration_s = next_iteration_estimate(iteration_s, elapsed)
                 self._iteration_s = iteration_s
                 self._credit -= 1
                 self._unacked += 1
@@ -233,11 +232,8 @@ class WorkerLoop:
                     break
                 if len(buffer) == 1:
                     deadline = now + launch.buffer_time_s
-                # Send now if the next result is expected after the deadline, or if the
-                # trial will have to wait for an acknowledgement after the next one.
                 if (
-                    now + elapsed >= deadline
-                    or (self._unacked + 1) * iteration_s >= lookahead_s
+                    should_send(now, elapsed, deadline, self._unacked, iteration_s, lookahead_s)
                     or poll()
                 ):
                     break

@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from fasttune import result as R
 from fasttune._support.metric_mode import MetricModeMixin
-from fasttune._support.noop_hooks import noop_hook
+from fasttune._support.noop_hooks import is_noop_hook, noop_hook
 from fasttune.experiment.trial import Trial, TrialStatus
 from fasttune.storage.plugin_state import read_pickle, write_pickle
 
@@ -106,14 +106,31 @@ class TrialScheduler(MetricModeMixin):
     STOP = "STOP"
     NOOP = "NOOP"
 
-    # False: the scheduler needs a decision after every result, so the controller
-    # lets each trial run at most one iteration ahead of it.
-    _supports_buffered_results = True
+    # Ray's name for the declaration below, kept so schedulers written for Ray work
+    # unchanged. None: not declared (see supports_buffered_results).
+    _supports_buffered_results: bool | None = None
 
     @property
     def supports_buffered_results(self) -> bool:
-        """Whether results may reach the scheduler in batches."""
-        return self._supports_buffered_results
+        """Whether trials may run a little ahead of this scheduler's decisions.
+
+        True: a trial whose iterations are short keeps running while the decision on
+        its last result travels (up to ~20 ms of iterations, at most 64), and results
+        reach :meth:`on_trial_result` in quick succession; what a trial ran past a
+        STOP or PAUSE is dropped. False: every trial waits for the decision on each
+        result before its next iteration (one round trip to the driver per result),
+        so decisions apply exactly after the result they were made on.
+
+        Default: True when :meth:`on_trial_result` is not overridden (the scheduler
+        never decides on results, like :class:`FIFOScheduler`), False otherwise, so a
+        new scheduler is exact unless it says otherwise. Declare it by setting the
+        class attribute ``_supports_buffered_results = True`` (Ray's name) or by
+        overriding this property. The rules are in ``fasttune.executors.flow_control``.
+        """
+        declared = self._supports_buffered_results
+        if declared is not None:
+            return declared
+        return is_noop_hook(self, "on_trial_result")
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         """Receive ``TuneConfig.metric`` and ``mode``.
