@@ -185,10 +185,10 @@ class FunctionTrainable(Trainable):
         it restarts the function with ``get_checkpoint()`` returning None.
         """
         latest = self._session.loaded_checkpoint
-        if latest is not None and checkpoint_dir is None:
-            return latest.path
         if latest is None:
             return super().save(checkpoint_dir, prevent_upload)
+        if checkpoint_dir is None:
+            return latest.path
         os.makedirs(checkpoint_dir, exist_ok=True)
         with latest.as_directory() as source:
             shutil.copytree(source, checkpoint_dir, dirs_exist_ok=True)
@@ -229,7 +229,9 @@ class FunctionTrainable(Trainable):
         self._restored_copies.append(path)
         return path
 
-    def load_checkpoint(self, checkpoint: str | None) -> None:
+    # Narrower than Trainable's (dict | str): it only restores its own checkpoints, a
+    # directory, or None for one saved before the function reported any.
+    def load_checkpoint(self, checkpoint: str | None) -> None:  # type: ignore[override]
         self._end_function()
         self._finished = False
         self._session.loaded_checkpoint = None if checkpoint is None else Checkpoint(checkpoint)
