@@ -5,13 +5,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasttune.config import CheckpointConfig, FailureConfig
 from fasttune.executors.flow_control import FlowControl
 
+if TYPE_CHECKING:
+    from fasttune._internal.resources import ResourceManager
+    from fasttune._internal.trial_factory import TrialFactory
+    from fasttune.callback import CallbackList
+    from fasttune.executors.base import Executor
+    from fasttune.schedulers.trial_scheduler import TrialScheduler
+    from fasttune.search.search_algorithm import SearchAlgorithm
+    from fasttune.stopper.stopper import Stopper
 
-@dataclass
+
+@dataclass(frozen=True)
 class RunSpec:
     """A fully resolved experiment: no defaults left to decide."""
 
@@ -22,13 +31,13 @@ class RunSpec:
     trainable_key: str
     param_space: dict[str, Any]
     num_samples: int
-    search_alg: Any
-    scheduler: Any
-    executor: Any
-    resource_manager: Any
-    trial_factory: Any
-    callbacks: Any
-    stopper: Any = None
+    search_alg: SearchAlgorithm
+    scheduler: TrialScheduler
+    executor: Executor
+    resource_manager: ResourceManager
+    trial_factory: TrialFactory
+    callbacks: CallbackList
+    stopper: Stopper | None = None
     metric: str | None = None
     mode: str | None = None
     checkpoint_config: CheckpointConfig = field(default_factory=CheckpointConfig)
