@@ -32,7 +32,9 @@ from fasttune.storage.plugin_state import read_pickle, write_pickle
 class ControllerView(Protocol):
     """What a scheduler sees of the experiment controller.
 
-    Reads are snapshots of the controller's state; the request methods only record a
+    Reads return the controller's current state, not copies: ``get_trials`` is the
+    controller's own list (read it, never change it), and the trials are the live
+    objects. Nothing changes while a hook runs: the request methods only record a
     request, which the controller executes once the hook has returned.
     """
 
@@ -46,7 +48,7 @@ class ControllerView(Protocol):
         ...
 
     def get_trials(self) -> list[Trial]:
-        """All trials of the experiment, in the order they were added."""
+        """All trials of the experiment, in the order they were added (the live list)."""
         ...
 
     def get_live_trials(self) -> Collection[Trial]:
