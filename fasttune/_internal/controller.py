@@ -1,15 +1,20 @@
 """The one event loop that drives an experiment.
 
-Each step: start trials while resources allow, poll the executor for events,
-feed results to stoppers, searcher, scheduler and callbacks (in that order, as Ray
-does), act on their decisions, and keep the experiment state on disk current.
-Processes are the executor's business; paths are the storage layer's.
+Each :meth:`TuneController.step`: (1) create trials ahead from the search algorithm
+and start those the scheduler picks while resources allow; (2) poll the executor
+once; (3) handle each event: results go through the result pipeline (stoppers,
+scheduler, searcher, in Ray's order), then to the callbacks, and STOP/PAUSE become
+executor commands; saves register checkpoints; failures go through the failure
+policy; (4) carry out what plugins requested through the view; (5) save state when
+due. Where each trial is in its life is the trial lifecycle's business
+(``trial_lifecycle.py``), processes the executor's, files the state store's.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+import os
+from typing import Any
 
 from fasttune import result as R
 from fasttune._internal.controller_view import ControllerView
@@ -35,9 +40,6 @@ from fasttune.executors.base import (
     TrialStopped,
 )
 from fasttune.experiment.trial import Trial, TrialStatus
-
-if TYPE_CHECKING:
-    from fasttune.executors.base import TrialFailed
 
 logger = logging.getLogger(__name__)
 
@@ -275,8 +277,6 @@ class TuneController:
         return decision, acked
 
     def _on_saved(self, trial: Trial, checkpoint_path: str) -> None:
-        import os
-
         intent = self.lifecycle.stop_intent(trial)
         if intent is StopIntent.INTERRUPT:
             return  # interrupted: its later results were dropped, so is this checkpoint
