@@ -79,7 +79,7 @@ def _pickled_by_reference(cls: type) -> bool:
     """True if cloudpickle stores ``cls`` as an import path rather than by value."""
     module_name = getattr(cls, "__module__", None)
     by_value = getattr(cloudpickle.cloudpickle, "_PICKLE_BY_VALUE_MODULES", ())
-    if module_name in (None, "__main__") or module_name in by_value:
+    if module_name is None or module_name == "__main__" or module_name in by_value:
         return False
     target: Any = sys.modules.get(module_name)
     for part in cls.__qualname__.split("."):
