@@ -122,10 +122,18 @@ class ForkServer:
         payload = pickle.dumps(("spawn", target, *origin), protocol=5)
         try:
             with self._lock:
-                sock = self._ensure_started()
-                socket.send_fds(
-                    sock, [_HEADER.pack(len(payload)) + payload], [child_end.fileno(), status_w]
-                )
+                try:
+                    sock = self._ensure_started()
+                    socket.send_fds(
+                        sock, [_HEADER.pack(len(payload)) + payload], [child_end.fileno(), status_w]
+                    )
+                except (BrokenPipeError, ConnectionResetError):
+                    # The server died since it was last checked: start a new one, once.
+                    self._discard_dead_server()
+                    sock = self._ensure_started()
+                    socket.send_fds(
+                        sock, [_HEADER.pack(len(payload)) + payload], [child_end.fileno(), status_w]
+                    )
                 child = Child(self, Connection(parent_end.detach()), status_r)
                 self._pending.append(child)
                 self._read_replies(block=False)
@@ -172,6 +180,14 @@ class ForkServer:
             self._pending.clear()
 
     # ------------------------------------------------------------------ internals
+    def _discard_dead_server(self) -> None:
+        """Forget a server that stopped answering (reaped; its owed replies never come)."""
+        if self._process is not None:
+            with contextlib.suppress(OSError):
+                self._process.kill()
+            self._process.wait()
+            self._process = None
+
     def _ensure_started(self) -> socket.socket:
         if self._sock is not None and self._process is not None and self._process.poll() is None:
             return self._sock
@@ -202,6 +218,9 @@ class ForkServer:
             data = sock.recv(65536, 0 if block else socket.MSG_DONTWAIT)
         except BlockingIOError:
             return
+        except OSError:  # e.g. ConnectionResetError: the server was killed
+            data = b""
+            block = True
         if not data:
             if block:  # the server died: the replies still owed never come
                 for child in self._pending:

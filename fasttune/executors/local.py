@@ -248,13 +248,12 @@ class LocalExecutor(Executor):
         del self._trials[launch.trial_id]
         worker.launch = None
         during = "stop" if worker.stopping else "train" if worker.started else "start"
+        pid = worker.child.pid
+        error = f"worker process {pid} died: {describe_exit(code)}"
+        if worker.status_lost or pid < 0:
+            error += " (the fork server that started it had died)"
         events.append(
-            TrialFailed(
-                launch.trial_id,
-                error=f"worker process {worker.child.pid} died: {describe_exit(code)}",
-                exc_type="WorkerDied",
-                during=during,
-            )
+            TrialFailed(launch.trial_id, error=error, exc_type="WorkerDied", during=during)
         )
 
     # ------------------------------------------------------------------ workers

@@ -125,3 +125,8 @@ def counting_fn(config: dict[str, Any]) -> None:
 def failing_fn(config: dict[str, Any]) -> None:
     report({"i": 0})
     raise ValueError("the function exploded")
+
+
+def sleep_forever(fd: int) -> None:
+    """A fork-server child target that only waits (to be killed)."""
+    time.sleep(3600)
