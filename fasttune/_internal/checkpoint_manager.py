@@ -80,6 +80,13 @@ class CheckpointManager:
             return -math.inf
         return float(value) if self.score_order == "max" else -float(value)
 
+    def metrics_of(self, dir_name: str) -> dict[str, Any] | None:
+        """The metrics checkpoint ``dir_name`` was registered with, or None if unknown."""
+        for tracked in self._checkpoints:
+            if tracked.dir_name == dir_name:
+                return tracked.metrics
+        return None
+
     def best_checkpoints(self) -> list[tuple[Checkpoint, dict[str, Any]]]:
         """``(checkpoint, metrics)`` pairs, best first when a score is set, else oldest first."""
         tracked = sorted(self._checkpoints, key=lambda c: c.order)

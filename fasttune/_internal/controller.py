@@ -27,7 +27,7 @@ from fasttune._internal.failure import (
     record_failure,
 )
 from fasttune._internal.interrupts import GracefulInterrupt
-from fasttune._internal.launcher import make_launch
+from fasttune._internal.launcher import make_launch, resume_point
 from fasttune._internal.plugin_requests import apply_request
 from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline
 from fasttune._internal.run_spec import RunSpec
@@ -196,6 +196,7 @@ class TuneController:
     def _launch(self, trial: Trial, allocation: Any) -> None:
         if self._search_state_dirty:
             self._save_search_state()
+        trial.resume_point = resume_point(trial, trial.restore_path)
         launch = make_launch(self.spec, trial, allocation, trial.restore_path)
         self.lifecycle.launch(trial, launch)
 

@@ -6,10 +6,12 @@ import os
 import re
 from typing import Any
 
+from fasttune import result as R
 from fasttune._internal.run_spec import RunSpec
 from fasttune.executors.base import Allocation, TrialLaunch
-from fasttune.experiment.trial import Trial
+from fasttune.experiment.trial import ResumePoint, Trial
 from fasttune.storage.filesystem import ensure_dir
+from fasttune.trainable.checkpoint_io import read_state
 from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO, TrialInfo
 
 _CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
@@ -25,6 +27,28 @@ def next_checkpoint_index(trial: Trial) -> int:
             if match:
                 indices.append(int(match.group(1)))
     return max(indices) + 1
+
+
+def resume_point(trial: Trial, restore_path: str | None) -> ResumePoint | None:
+    """Where a trial that reported before starts again (None for a first start).
+
+    From ``restore_path``'s checkpoint: the metrics it was registered with, else the
+    iteration its saved state records; from scratch (no checkpoint): iteration 0.
+    """
+    if not trial.last_result:
+        return None
+    if not restore_path:
+        return ResumePoint(0, 0)
+    manager = trial.checkpoint_manager
+    metrics = None
+    if manager is not None:
+        metrics = manager.metrics_of(os.path.basename(os.path.normpath(restore_path)))
+    if metrics is None:
+        state = read_state(restore_path) or {}
+        metrics = dict(state.get("last_result") or {})
+        metrics.setdefault(R.TRAINING_ITERATION, state.get("iteration", 0))
+    iteration = int(metrics.get(R.TRAINING_ITERATION) or 0)
+    return ResumePoint(iteration, int(metrics.get(R.TIMESTEPS_TOTAL) or iteration))
 
 
 def make_launch(

@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fasttune import result as R
@@ -54,6 +55,20 @@ def _reopened_stats(final: tuple[Any, ...]) -> list[Any]:
     restart from the last value."""
     high, low, _avg, last, _last5, _last10, total, count = final
     return [high, low, total, count, [last]]
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a trial that ran before starts again.
+
+    Attributes:
+        iteration: The ``training_iteration`` it resumes after (0: from scratch).
+        step: The TensorBoard step of that result (``timesteps_total`` when reported,
+            else the iteration).
+    """
+
+    iteration: int
+    step: int
 
 
 class TrialStatus(str, enum.Enum):
@@ -135,6 +150,9 @@ class Trial:
         # Checkpoints: managed by the controller's checkpoint bookkeeping.
         self.checkpoint_manager: Any = None
         self.restore_path: str | None = None
+        # Set by the runner at each launch of a trial that ran before: where it resumes
+        # from, so its result files are cut back to that point (None: a first start).
+        self.resume_point: ResumePoint | None = None
         self.saving_to: str | None = None
         self.relative_logdir: str | None = None
 

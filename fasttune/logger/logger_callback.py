@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from fasttune.callback import Callback
+from fasttune.logger._rewind import rewind_csv, rewind_event_files, rewind_json_lines
 from fasttune.logger.csv import CSVResultWriter
 from fasttune.logger.json import JsonResultWriter, write_params
 from fasttune.logger.tensorboardx import (
@@ -30,7 +31,7 @@ from fasttune.result import (
 from fasttune.storage.filesystem import ensure_dir
 
 if TYPE_CHECKING:
-    from fasttune.experiment.trial import Trial
+    from fasttune.experiment.trial import ResumePoint, Trial
 
 logger = logging.getLogger(__name__)
 
@@ -164,10 +165,21 @@ class _TrialFileLoggerCallback(LoggerCallback):
     def _before_close(self, trial: Trial, writer: Any) -> None:
         """Last words before a trial's writer closes (hparams for TensorBoard)."""
 
+    def _rewind(self, trial_dir: str, point: ResumePoint) -> None:
+        """Cut this callback's files back to ``point`` (the trial resumes from there)."""
+
     def _start(self, trial: Trial) -> _ResultWriter:
         self._close(trial)
         writer = self._writers[trial.trial_id] = self._open(trial, _trial_dir(trial))
         return writer
+
+    def _resume(self, trial: Trial, point: ResumePoint) -> None:
+        """Reopen the files of a trial that starts again, cut back to ``point``."""
+        writer = self._writers.pop(trial.trial_id, None)
+        if writer is not None:
+            writer.close()  # no last words (hparams): the trial goes on
+        self._rewind(_trial_dir(trial), point)
+        self._start(trial)
 
     def _close(self, trial: Trial) -> None:
         writer = self._writers.pop(trial.trial_id, None)
@@ -183,12 +195,20 @@ class _TrialFileLoggerCallback(LoggerCallback):
         return list(self._writers)
 
     def log_trial_start(self, trial: Trial) -> None:
-        """Open the trial's files (appending to existing ones)."""
-        self._start(trial)
+        """Open the trial's files; a trial that ran before (``trial.resume_point``) has
+        them cut back to where it starts again, then appended to."""
+        point = getattr(trial, "resume_point", None)
+        if point is not None:
+            self._resume(trial, point)
+        else:
+            self._start(trial)
 
     def log_trial_restore(self, trial: Trial) -> None:
-        """Make sure the trial's files are open; they are appended to."""
-        if trial.trial_id not in self._writers:
+        """Reopen the trial's files cut back to the checkpoint it resumes from."""
+        point = getattr(trial, "resume_point", None)
+        if point is not None:
+            self._resume(trial, point)
+        elif trial.trial_id not in self._writers:
             self._start(trial)
 
     def log_trial_result(self, iteration: int, trial: Trial, result: dict[str, Any]) -> None:
@@ -255,6 +275,9 @@ class JsonLoggerCallback(_TrialFileLoggerCallback):
         write_params(logdir, trial.config)
         return JsonResultWriter(logdir, buffered=self._buffer_lines)
 
+    def _rewind(self, trial_dir: str, point: ResumePoint) -> None:
+        rewind_json_lines(os.path.join(trial_dir, EXPR_RESULT_FILE), point.iteration)
+
     def update_config(self, trial: Trial, config: dict[str, Any]) -> None:
         """Rewrite the trial's ``params.json`` and ``params.pkl`` with ``config``."""
         write_params(_trial_dir(trial), config)
@@ -272,6 +295,9 @@ class CSVLoggerCallback(_TrialFileLoggerCallback):
 
     def _open(self, trial: Trial, logdir: str) -> _FlatResultWriter:
         return CSVResultWriter(logdir, buffered=self._buffer_lines)
+
+    def _rewind(self, trial_dir: str, point: ResumePoint) -> None:
+        rewind_csv(os.path.join(trial_dir, EXPR_PROGRESS_FILE), point.iteration)
 
 
 class TBXLoggerCallback(_TrialFileLoggerCallback):
@@ -296,6 +322,9 @@ class TBXLoggerCallback(_TrialFileLoggerCallback):
 
     def _open(self, trial: Trial, logdir: str) -> _FlatResultWriter:
         return TBXResultWriter(logdir)
+
+    def _rewind(self, trial_dir: str, point: ResumePoint) -> None:
+        rewind_event_files(trial_dir, point.step)
 
     def _before_close(self, trial: Trial, writer: Any) -> None:
         params = trial.evaluated_params or trial.config
