@@ -5,9 +5,11 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import time
 from typing import Any
 
 from fasttune.config import RunConfig
+from fasttune.storage.experiment_lock import ExperimentLock
 from fasttune.tune_config import TuneConfig
 
 logger = logging.getLogger(__name__)
@@ -92,14 +94,23 @@ class Tuner:
             experiment_hash=self._restore["experiment_hash"] if self._restore else None,
             executor=executor,
         )
-        trials = self._restored_trials(spec) if self._restore else None
-        self._save_tuner(spec, tuner_blob)
-        controller = TuneController(spec, trials)
-        if self._restore:
-            from fasttune._internal.restore import restore_plugin_state
+        lock = ExperimentLock(spec.experiment_path)
+        lock.acquire()  # one driver per experiment: a second one is refused here
+        try:
+            if not self._restore and _holds_experiment(spec.experiment_path):
+                lock.release()
+                _move_earlier_run_aside(spec.experiment_path)
+                lock.acquire()
+            trials = self._restored_trials(spec) if self._restore else None
+            self._save_tuner(spec, tuner_blob)
+            controller = TuneController(spec, trials)
+            if self._restore:
+                from fasttune._internal.restore import restore_plugin_state
 
-            restore_plugin_state(controller, self._restore["loaded"])
-        controller.run()
+                restore_plugin_state(controller, self._restore["loaded"])
+            controller.run()
+        finally:
+            lock.release()
         if controller.interrupted:
             logger.warning(
                 "Experiment interrupted; its state is saved. Resume it with: "
@@ -249,6 +260,49 @@ class Tuner:
             resume_errored=self._restore["resume_errored"],
             restart_errored=self._restore["restart_errored"],
         )
+
+
+def _holds_experiment(path: str) -> bool:
+    """Whether ``path`` holds the files of an earlier run (not just an empty directory)."""
+    from fasttune._internal.experiment_state import BASE_FILE, SNAPSHOT_FILE, TUNER_FILE
+
+    return any(
+        os.path.exists(os.path.join(path, name)) for name in (SNAPSHOT_FILE, TUNER_FILE, BASE_FILE)
+    )
+
+
+def _move_earlier_run_aside(path: str) -> str:
+    """Keep the earlier run found in ``path`` reachable: move it to a dated sibling.
+
+    A new ``fit()`` with the same ``RunConfig(name=...)`` would otherwise overwrite its
+    state and leave it impossible to restore. Returns where it went.
+    """
+    from datetime import datetime
+
+    from fasttune._internal.experiment_state import SNAPSHOT_FILE, TUNER_FILE
+
+    stamps = [
+        os.path.getmtime(os.path.join(path, name))
+        for name in (TUNER_FILE, SNAPSHOT_FILE)
+        if os.path.exists(os.path.join(path, name))
+    ]
+    stamp = datetime.fromtimestamp(min(stamps) if stamps else time.time())
+    base = f"{path.rstrip(os.sep)}_{stamp:%Y-%m-%d_%H-%M-%S}"
+    target, n = base, 1
+    while os.path.exists(target):
+        n += 1
+        target = f"{base}_{n}"
+    os.rename(path, target)
+    os.makedirs(path)
+    logger.warning(
+        "%s held an earlier run of this experiment; it was moved to %s so that this new "
+        "run cannot overwrite it. To continue that run instead: Tuner.restore(%r, "
+        "trainable=...).fit(); to keep runs apart, give each its own RunConfig(name=...).",
+        path,
+        target,
+        target,
+    )
+    return target
 
 
 def _default_executor() -> Any:
