@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass, field
@@ -25,6 +26,11 @@ class TrackedCheckpoint:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TrackedCheckpoint:
         return cls(data["dir_name"], dict(data.get("metrics") or {}), int(data.get("order", 0)))
+
+
+logger = logging.getLogger(__name__)
+# Score attributes already warned about (once per process, not once per checkpoint).
+_warned_unreported: set[str] = set()
 
 
 class CheckpointManager:
@@ -102,6 +108,20 @@ class CheckpointManager:
         self._order += 1
         self._checkpoints = [c for c in self._checkpoints if c.dir_name != dir_name]
         self._checkpoints.append(TrackedCheckpoint(dir_name, dict(metrics), self._order))
+        attribute = self.score_attribute
+        if attribute is not None and attribute not in _warned_unreported:
+            flat = flatten_dict(metrics)
+            if attribute not in flat:
+                _warned_unreported.add(attribute)
+                logger.warning(
+                    "CheckpointConfig(checkpoint_score_attribute=%r) is not among the metrics "
+                    "reported with the checkpoints (e.g. %s); they are ranked as if it were "
+                    "missing, so the newest are kept. Report %r with each checkpoint, or fix "
+                    "the name.",
+                    attribute,
+                    sorted(k for k in flat if not k.startswith(("config/", "__")))[:12],
+                    attribute,
+                )
         return self._evict()
 
     def _evict(self) -> list[str]:

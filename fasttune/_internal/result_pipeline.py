@@ -43,9 +43,8 @@ class ResultPipeline:
             # The function returned without a new result: its last one is final.
             final = dict(trial.last_result)
             final[R.DONE] = True
-            final[R.RESULT_DUPLICATE] = True
-            trial.last_result = final
-            return STOP, final
+            trial.last_result = final  # the marker is the runner's, not a metric
+            return STOP, {**final, R.RESULT_DUPLICATE: True}
         result[R.EXPERIMENT_TAG] = trial.experiment_tag
         result.setdefault(R.CHECKPOINT_DIR_NAME, None)
         flat = flatten_result(result, exclude=_NOT_METRICS)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import uuid
 from datetime import datetime
@@ -23,6 +24,9 @@ from fasttune.tune_config import TuneConfig
 
 if TYPE_CHECKING:
     from fasttune.search.search_algorithm import SearchAlgorithm
+
+
+logger = logging.getLogger(__name__)
 
 
 def experiment_location(run_config: RunConfig, trainable_name: str) -> tuple[str, str]:
@@ -85,14 +89,17 @@ def configure_plugins(
     from fasttune.search.search_generator import ensure_search_algorithm
 
     metric, mode = tune_config.metric, tune_config.mode
-    scheduler = tune_config.scheduler if tune_config.scheduler is not None else FIFOScheduler()
+    scheduler = _plugin_instance("scheduler", tune_config.scheduler)
+    if scheduler is None:
+        scheduler = FIFOScheduler()
     search_alg: SearchAlgorithm
-    if tune_config.search_alg is None and tune_config.seed is not None:
+    requested_search = _plugin_instance("search_alg", tune_config.search_alg)
+    if requested_search is None and tune_config.seed is not None:
         from fasttune.search.basic_variant import BasicVariantGenerator
 
         search_alg = BasicVariantGenerator(random_state=tune_config.seed)
     else:
-        search_alg = ensure_search_algorithm(tune_config.search_alg)
+        search_alg = ensure_search_algorithm(requested_search)
     for kind, plugin in (("scheduler", scheduler), ("search_alg", search_alg)):
         own_metric = getattr(plugin, "metric", None)
         own_mode = getattr(plugin, "mode", None)
@@ -128,6 +135,60 @@ def configure_plugins(
         modes = (getattr(scheduler, "mode", None), getattr(search_alg, "mode", None))
         mode = next((m for m in modes if isinstance(m, str)), None)
     return search_alg, scheduler, metric, mode
+
+
+LARGE_VALUE_BYTES = 16 << 20
+"""A ``param_space`` value this large is worth a warning (copied into every trial)."""
+
+
+def _warn_about_large_values(space: Any, path: str = "param_space") -> None:
+    """Warn about big arrays or blobs in ``param_space``: every trial's config, its
+    ``params.json``/``params.pkl`` and each launch carry a copy."""
+    if isinstance(space, dict):
+        for key, value in space.items():
+            _warn_about_large_values(value, f"{path}[{key!r}]")
+        return
+    if isinstance(space, (list, tuple)) and len(space) < 1000:
+        for i, value in enumerate(space):
+            _warn_about_large_values(value, f"{path}[{i}]")
+        return
+    size = getattr(space, "nbytes", None)
+    if not isinstance(size, int):
+        size = len(space) if isinstance(space, (bytes, bytearray, str)) else 0
+    if size >= LARGE_VALUE_BYTES:
+        logger.warning(
+            "%s holds %.0f MB (%s); every trial's config, params files and launch carry a "
+            "copy, which is slow. Pass large objects with "
+            "tune.with_parameters(trainable, name=value): they are stored once and "
+            "loaded by each worker.",
+            path,
+            size / 1e6,
+            type(space).__name__,
+        )
+
+
+def _plugin_instance(parameter: str, value: Any) -> Any:
+    """``TuneConfig.<parameter>`` as a plugin instance: a name is created as Ray does
+    (``create_searcher``/``create_scheduler``); a class instead of an instance is refused.
+
+    Raises:
+        TypeError: ``value`` is a class.
+        ValueError: ``value`` is a name no plugin has.
+    """
+    if isinstance(value, type):
+        raise TypeError(
+            f"TuneConfig({parameter}={value.__name__}) is a class; pass an instance, e.g. "
+            f"TuneConfig({parameter}={value.__name__}(...))."
+        )
+    if isinstance(value, str):
+        if parameter == "scheduler":
+            from fasttune.schedulers import create_scheduler
+
+            return create_scheduler(value)
+        from fasttune.search import create_searcher
+
+        return create_searcher(value)
+    return value
 
 
 def _max_pending_trials(search_alg: Any, resource_manager: Any) -> int:
@@ -175,6 +236,7 @@ def build_run_spec(
     if not isinstance(param_space, dict):
         raise TypeError(f"Tuner(param_space=...) must be a dict, got {type(param_space).__name__}")
     trainable_name = getattr(trainable_cls, "_name", None) or trainable_cls.__name__
+    _warn_about_large_values(param_space)
     blob, key = pickle_trainable(trainable_cls)
     name, experiment_path = experiment_location(run_config, trainable_name)
     search_alg, scheduler, metric, mode = configure_plugins(tune_config, param_space)

@@ -6,7 +6,11 @@ from typing import Any
 
 import cloudpickle
 
-from fasttune.trainable.function_trainable import FunctionTrainable, wrap_function
+from fasttune.trainable.function_trainable import (
+    FunctionTrainable,
+    check_takes_config,
+    wrap_function,
+)
 from fasttune.trainable.trainable import Trainable, implements
 
 
@@ -28,6 +32,8 @@ def resolve_trainable(trainable: Any) -> type[Trainable]:
             "subclass: subclass fasttune.Trainable, or pass a training function."
         )
     if callable(trainable):
+        name = getattr(trainable, "__name__", None) or type(trainable).__name__
+        check_takes_config(trainable, name)  # before any trial, not in each of them
         return wrap_function(trainable)
     raise TypeError(
         f"Unknown trainable type {type(trainable).__name__} ({trainable!r}): pass a "

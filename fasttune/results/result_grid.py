@@ -125,6 +125,21 @@ class ResultGrid:
         best = analysis.get_best_trial(metric, mode, scope, filter_nan_and_inf)
         if best is None:
             name = metric or analysis.default_metric
+            if not metric and name == R.DEFAULT_METRIC:
+                raise RuntimeError(
+                    f"No metric to rank the trials by: TuneConfig(mode={analysis.default_mode!r}) "
+                    "was set without TuneConfig(metric=...), which ranks the number a "
+                    "training function returns, and none returned one. Pass "
+                    "get_best_result(metric=..., mode=...) or set TuneConfig(metric=...). "
+                    f"Reported metrics: {self._reported_metrics()}."
+                )
+            kinds = self._value_types(name)
+            if kinds:
+                raise RuntimeError(
+                    f"No best trial found for the metric {name!r}: its values are not numbers "
+                    f"({', '.join(sorted(kinds))}), so they cannot be ranked. Rank by a numeric "
+                    f"metric; reported metrics: {self._reported_metrics()}."
+                )
             why = (
                 ", or all its values are NaN or infinite (pass filter_nan_and_inf=False "
                 "to accept them)"
@@ -140,9 +155,22 @@ class ResultGrid:
     def _reported_metrics(self) -> list[str]:
         keys: set[str] = set()
         for trial in self._experiment_analysis.trials:
-            keys.update(k for k in flat_row(trial.last_result) if not k.startswith("config/"))
+            keys.update(
+                k
+                for k in flat_row(trial.last_result)
+                if not k.startswith("config/") and not k.startswith("__")  # runner's own
+            )
         keys.discard(R.CONFIG)
         return sorted(keys)
+
+    def _value_types(self, metric: str) -> set[str]:
+        """Type names of the values of ``metric`` that are not numbers, in last results."""
+        kinds = set()
+        for trial in self._experiment_analysis.trials:
+            value = flat_row(trial.last_result).get(metric)
+            if value is not None and not isinstance(value, (int, float)):
+                kinds.add(type(value).__name__)
+        return kinds
 
     def get_dataframe(
         self, filter_metric: str | None = None, filter_mode: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,7 +31,19 @@ def make_stopper(stop: Any) -> tuple[Stopper | None, dict[str, Any]]:
         bad = [key for key in stop if not isinstance(key, str)]
         if bad:
             raise TypeError(f"`RunConfig.stop` keys must be result keys (str), got {bad!r}.")
+        for key, threshold in stop.items():
+            if not (isinstance(threshold, numbers.Real) or callable(threshold)):
+                raise TypeError(
+                    f"RunConfig(stop={{{key!r}: {threshold!r}}}): the threshold for {key!r} "
+                    f"must be a number (a trial stops once result[{key!r}] >= it), got "
+                    f"{type(threshold).__name__}. Write e.g. stop={{{key!r}: 10}}."
+                )
         return None, dict(stop)
+    if isinstance(stop, type) and issubclass(stop, Stopper):
+        raise TypeError(
+            f"RunConfig(stop={stop.__name__}) is a class; pass an instance, e.g. "
+            f"RunConfig(stop={stop.__name__}(...))."
+        )
     if isinstance(stop, Stopper):
         return stop, {}
     if FunctionStopper.is_valid_function(stop):

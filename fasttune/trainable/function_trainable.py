@@ -280,3 +280,26 @@ def wrap_function(
     cls = type(trainable_name, (FunctionTrainable,), attributes)
     cls.__qualname__ = trainable_name
     return cls
+
+
+def check_takes_config(train_func: Callable[..., Any], name: str) -> None:
+    """Refuse, before any trial runs, a function that cannot be called with the config.
+
+    Raises:
+        TypeError: ``train_func`` takes no positional argument, or needs more than one.
+    """
+    import inspect
+
+    try:
+        signature = inspect.signature(train_func)
+    except (TypeError, ValueError):  # a builtin or C callable: cannot tell, let it run
+        return
+    try:
+        signature.bind({})
+    except TypeError as e:
+        raise TypeError(
+            f"The training function {name!r} must take the trial's config as its one "
+            f"argument, e.g. `def {name}(config):`, but its signature is "
+            f"{name}{signature} ({e}). Pass other objects with "
+            "tune.with_parameters(trainable, name=value)."
+        ) from None

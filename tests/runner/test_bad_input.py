@@ -126,3 +126,96 @@ def test_function_trainable_with_checkpoint_frequency(run_config):
             fine,
             run_config=run_config(checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=2)),
         ).fit()
+
+
+# ---------------------------------------------------------------- issue 12's mistakes
+def test_a_plugin_class_instead_of_an_instance_is_refused_by_name(run_config):
+    from fasttune.schedulers import ASHAScheduler
+    from fasttune.search import BasicVariantGenerator
+
+    for parameter, cls in (("scheduler", ASHAScheduler), ("search_alg", BasicVariantGenerator)):
+        tuner = tune.Tuner(
+            fine, tune_config=tune.TuneConfig(**{parameter: cls}), run_config=run_config()
+        )
+        with pytest.raises(TypeError, match=rf"TuneConfig\({parameter}=\w+\) is a class"):
+            tuner.fit()
+    with pytest.raises(TypeError, match=r"RunConfig\(stop=MaximumIterationStopper\) is a class"):
+        tune.Tuner(fine, run_config=run_config(stop=tune.stopper.MaximumIterationStopper)).fit()
+
+
+def test_plugins_by_name_as_ray_accepts_them(run_config):
+    grid = tune.Tuner(
+        fine,
+        param_space={"x": tune.uniform(0, 1)},
+        tune_config=tune.TuneConfig(search_alg="random", scheduler="fifo", num_samples=3),
+        run_config=run_config(),
+    ).fit()
+    assert len(grid) == 3 and grid.num_errors == 0
+    with pytest.raises(ValueError, match="unknown scheduler 'asha'.*async_hyperband"):
+        tune.Tuner(
+            fine, tune_config=tune.TuneConfig(scheduler="asha"), run_config=run_config()
+        ).fit()
+
+
+def test_a_stop_threshold_that_is_not_a_number(run_config):
+    with pytest.raises(TypeError, match=r"threshold for 'training_iteration' must be a number"):
+        tune.Tuner(fine, run_config=run_config(stop={"training_iteration": "2"})).fit()
+
+
+def test_a_function_without_a_config_parameter_is_refused_before_any_trial():
+    def no_config():
+        tune.report({"score": 1})
+
+    with pytest.raises(TypeError, match=r"must take the trial's config.*def no_config\(config\)"):
+        tune.Tuner(no_config)
+
+
+def test_a_mode_without_a_metric_names_what_to_set_not_an_internal_key(run_config):
+    grid = tune.Tuner(
+        fine, tune_config=tune.TuneConfig(mode="min", num_samples=2), run_config=run_config()
+    ).fit()
+    with pytest.raises(RuntimeError, match=r"without TuneConfig\(metric=\.\.\.\)") as info:
+        grid.get_best_result()
+    assert "_metric" not in str(info.value) and "__duplicate__" not in str(info.value)
+
+
+def test_a_metric_with_text_values_says_so(run_config):
+    def labelled(config):
+        tune.report({"label": "cat"})
+
+    grid = tune.Tuner(
+        labelled, tune_config=tune.TuneConfig(num_samples=2), run_config=run_config()
+    ).fit()
+    with pytest.raises(RuntimeError, match=r"'label': its values are not numbers \(str\)"):
+        grid.get_best_result(metric="label", mode="max")
+
+
+def test_internal_keys_never_reach_result_metrics(run_config):
+    [result] = tune.Tuner(fine, run_config=run_config()).fit()
+    assert "__duplicate__" not in result.metrics and result.metrics["done"] is True
+
+
+def test_a_large_array_in_param_space_suggests_with_parameters(run_config, caplog):
+    import numpy as np
+
+    from fasttune._internal.spec_builder import LARGE_VALUE_BYTES
+
+    big = np.zeros(LARGE_VALUE_BYTES // 8 + 1)
+    tune.Tuner(fine, param_space={"data": big}, run_config=run_config()).fit()
+    assert "param_space['data'] holds" in caplog.text and "with_parameters" in caplog.text
+
+
+def test_an_unreported_checkpoint_score_attribute_is_named(run_config, caplog, tmp_path):
+    def checkpointing(config):
+        for i in range(3):
+            d = tmp_path / f"ck{i}"
+            d.mkdir(exist_ok=True)
+            tune.report({"score": i}, checkpoint=tune.Checkpoint.from_directory(str(d)))
+
+    checkpoint_config = tune.CheckpointConfig(
+        num_to_keep=1, checkpoint_score_attribute="acc_never_reported"
+    )
+    tune.Tuner(checkpointing, run_config=run_config(checkpoint_config=checkpoint_config)).fit()
+    assert (
+        "checkpoint_score_attribute='acc_never_reported') is not among the metrics" in caplog.text
+    )
