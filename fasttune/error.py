@@ -51,3 +51,11 @@ def _exception_type(text: str) -> str | None:
         if line.strip():
             return None
     return None
+
+
+class StorageFullError(TuneError):
+    """The experiment's storage ran out of space (or quota) while fasttune wrote to it.
+
+    What was written before is kept: free some space and continue the experiment with
+    ``Tuner.restore``.
+    """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import errno
 import logging
 import os
 import time
@@ -109,6 +110,17 @@ class Tuner:
 
                 restore_plugin_state(controller, self._restore["loaded"])
             controller.run()
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            from fasttune.error import StorageFullError
+
+            raise StorageFullError(
+                f"No space left for the experiment in {spec.experiment_path!r}: writing "
+                f"{e.filename or 'its files'} failed ({e.strerror}). What was written "
+                "before is kept: free some space, then continue with "
+                f"Tuner.restore({spec.experiment_path!r}, trainable=...).fit()."
+            ) from None
         finally:
             lock.release()
         if controller.interrupted:

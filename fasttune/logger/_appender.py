@@ -97,11 +97,16 @@ class LineAppender:
 
     def _write(self, data: bytes) -> None:
         fd = self._fd
-        written = os.write(fd, data)
-        if written != len(data):  # short writes are rare on regular files
-            view = memoryview(data)[written:]
-            while view:
-                view = view[os.write(fd, view) :]
+        try:
+            written = os.write(fd, data)
+            if written != len(data):  # short writes are rare on regular files
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(fd, view) :]
+        except OSError as e:
+            if e.filename is None:  # os.write names no file: say which one it was
+                raise OSError(e.errno, e.strerror, self.path) from None
+            raise
 
     def close(self) -> None:
         """Write what is buffered and close the file; closing twice is harmless."""
