@@ -44,6 +44,14 @@ def _callable_stop(trial_id: str, result: dict[str, Any]) -> bool:
     return result["training_iteration"] >= DECIDING
 
 
+def _assert_both_stopped_right_after_deciding(grid: Any, side_dir: Any) -> None:
+    assert grid.num_errors == 0
+    assert [r.metrics["training_iteration"] for r in grid] == [DECIDING, DECIDING]
+    for idx in (0, 1):
+        started = (side_dir / f"{idx}.log").read_text().split()
+        assert started == [str(i) for i in range(1, DECIDING + 1)]  # not one more
+
+
 @pytest.mark.parametrize("stop", [_callable_stop, StopAt()], ids=["callable", "Stopper"])
 def test_slow_trials_stop_right_after_the_deciding_iteration(run_config, tmp_path, stop):
     side_dir = tmp_path / "side"
@@ -53,11 +61,7 @@ def test_slow_trials_stop_right_after_the_deciding_iteration(run_config, tmp_pat
         param_space={"idx": tune.grid_search([0, 1]), "side_dir": str(side_dir)},
         run_config=run_config(stop=stop),
     ).fit()
-    assert grid.num_errors == 0
-    assert [r.metrics["training_iteration"] for r in grid] == [DECIDING, DECIDING]
-    for idx in (0, 1):
-        started = (side_dir / f"{idx}.log").read_text().split()
-        assert started == [str(i) for i in range(1, DECIDING + 1)]  # not one more
+    _assert_both_stopped_right_after_deciding(grid, side_dir)
 
 
 def fast_counting(config: dict[str, Any]) -> None:
@@ -101,8 +105,4 @@ def test_an_undeclared_scheduler_stops_fast_trials_right_after_its_decision(run_
         tune_config=tune.TuneConfig(scheduler=StopsAtDeciding()),
         run_config=run_config(),
     ).fit()
-    assert grid.num_errors == 0
-    assert [r.metrics["training_iteration"] for r in grid] == [DECIDING, DECIDING]
-    for idx in (0, 1):
-        started = (side_dir / f"{idx}.log").read_text().split()
-        assert started == [str(i) for i in range(1, DECIDING + 1)]  # not one more
+    _assert_both_stopped_right_after_deciding(grid, side_dir)
