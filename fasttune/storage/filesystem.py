@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any
 
@@ -60,6 +60,35 @@ class FileSystem:
 
     def download_dir(self, path: str, local_dir: str) -> None:
         """Copy the directory ``path`` into the local directory ``local_dir``."""
+        raise NotImplementedError
+
+    def put_files(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Upload each local file ``pairs[i][0]`` to ``pairs[i][1]`` (whole, replacing it).
+
+        Backends that can upload concurrently do (fsspec's batched ``put``).
+        """
+        raise NotImplementedError
+
+    def get_files(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Download each file ``pairs[i][0]`` to the local path ``pairs[i][1]``."""
+        raise NotImplementedError
+
+    def delete_files(self, paths: Sequence[str]) -> None:
+        """Remove these files (not directories); missing ones are not an error."""
+        raise NotImplementedError
+
+    def copy_dir(self, path: str, target: str) -> None:
+        """Copy the directory ``path`` to ``target`` within this filesystem (server-side
+        where the backend can)."""
+        raise NotImplementedError
+
+    def find(self, path: str) -> list[str]:
+        """Paths of every file under the directory ``path`` (empty if it is missing)."""
+        raise NotImplementedError
+
+    def files_in(self, path: str) -> list[str]:
+        """Names of the files directly in the directory ``path`` (not of subdirectories;
+        empty if it is missing)."""
         raise NotImplementedError
 
     @property
@@ -133,29 +162,78 @@ class LocalFileSystem(FileSystem):
     def download_dir(self, path: str, local_dir: str) -> None:
         self.upload_dir(path, local_dir)
 
+    def put_files(self, pairs: Sequence[tuple[str, str]]) -> None:
+        for local, path in pairs:
+            ensure_dir(os.path.dirname(path))
+            shutil.copyfile(local, path)
+
+    def get_files(self, pairs: Sequence[tuple[str, str]]) -> None:
+        self.put_files(pairs)
+
+    def delete_files(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            if os.path.lexists(path) and not os.path.isdir(path):
+                os.remove(path)
+
+    def copy_dir(self, path: str, target: str) -> None:
+        shutil.copytree(path, target, dirs_exist_ok=True)
+
+    def find(self, path: str) -> list[str]:
+        return sorted(
+            os.path.join(root, name) for root, _dirs, names in os.walk(path) for name in names
+        )
+
+    def files_in(self, path: str) -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir(path) if e.is_file())
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
+
+# Object stores: a key needs no parent "directory", and makedirs may cost a request
+# (s3fs checks, or creates, the bucket).
+_OBJECT_STORES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "memory"})
+
 
 class FsspecFileSystem(FileSystem):
-    """Any fsspec filesystem (S3, GCS, memory, ...). Needs ``fasttune[fsspec]``."""
+    """Any fsspec filesystem (S3, GCS, memory, ...). Needs ``fasttune[fsspec]``.
+
+    Queries about a path first drop fsspec's cached listings of it and its parents:
+    other processes (workers uploading checkpoints) change the store behind this one.
+    """
 
     def __init__(self, fs: Any):
         self.fs = fs
+        protocols = (fs.protocol,) if isinstance(fs.protocol, str) else tuple(fs.protocol)
+        self._object_store = any(p in _OBJECT_STORES for p in protocols)
+
+    def _make_parent(self, path: str) -> None:
+        if not self._object_store:
+            parent = path.rsplit("/", 1)[0]
+            if parent:
+                self.fs.makedirs(parent, exist_ok=True)
 
     @property
     def type_name(self) -> str:
         protocol = self.fs.protocol
         return str(protocol if isinstance(protocol, str) else protocol[0])
 
+    def _fresh(self, path: str) -> str:
+        """``path``, with fsspec's cached listings of it and its parents dropped."""
+        self.fs.invalidate_cache(self.fs._strip_protocol(path))
+        return path
+
     def exists(self, path: str) -> bool:
-        return bool(self.fs.exists(path))
+        return bool(self.fs.exists(self._fresh(path)))
 
     def isdir(self, path: str) -> bool:
-        return bool(self.fs.isdir(path))
+        return bool(self.fs.isdir(self._fresh(path)))
 
     def makedirs(self, path: str) -> None:
         self.fs.makedirs(path, exist_ok=True)
 
     def listdir(self, path: str) -> list[str]:
-        names = self.fs.ls(path, detail=False)
+        names = self.fs.ls(self._fresh(path), detail=False)
         return sorted(n.rstrip("/").rsplit("/", 1)[-1] for n in names)
 
     def read_bytes(self, path: str) -> bytes:
@@ -163,31 +241,80 @@ class FsspecFileSystem(FileSystem):
 
     def write_bytes_atomic(self, path: str, data: bytes) -> None:
         # Object stores publish a whole object at once; ``pipe`` is one PUT.
-        parent = path.rsplit("/", 1)[0]
-        if parent:
-            self.fs.makedirs(parent, exist_ok=True)
+        self._make_parent(path)
         self.fs.pipe_file(path, data)
 
     def delete(self, path: str) -> None:
-        if self.fs.exists(path):
+        if self.fs.exists(self._fresh(path)):
             self.fs.rm(path, recursive=True)
 
     def upload_dir(self, local_dir: str, path: str) -> None:
-        self.fs.makedirs(path, exist_ok=True)
-        for root, _dirs, files in os.walk(local_dir):
+        pairs = []
+        for root, dirs, files in os.walk(local_dir):
             rel = os.path.relpath(root, local_dir)
             target = path if rel == "." else self.join(path, rel.replace(os.sep, "/"))
-            self.fs.makedirs(target, exist_ok=True)
-            for name in files:
-                self.fs.put_file(os.path.join(root, name), self.join(target, name))
+            if not files and not dirs:
+                self.fs.makedirs(target, exist_ok=True)  # keep empty directories where it can
+            elif not self._object_store:
+                self.fs.makedirs(target, exist_ok=True)
+            pairs += [(os.path.join(root, name), self.join(target, name)) for name in files]
+        self.put_files(pairs)
+
+    def put_files(self, pairs: Sequence[tuple[str, str]]) -> None:
+        if pairs:
+            if not self._object_store:
+                for parent in {path.rsplit("/", 1)[0] for _, path in pairs}:
+                    self.fs.makedirs(parent, exist_ok=True)
+            self.fs.put([local for local, _ in pairs], [path for _, path in pairs])
+
+    def get_files(self, pairs: Sequence[tuple[str, str]]) -> None:
+        if pairs:
+            for parent in {os.path.dirname(local) for _, local in pairs}:
+                ensure_dir(parent)
+            self.fs.get([path for path, _ in pairs], [local for _, local in pairs])
+
+    def delete_files(self, paths: Sequence[str]) -> None:
+        if paths:
+            try:
+                self.fs.rm(list(paths))
+            except FileNotFoundError:
+                for path in paths:  # some were gone: remove the others one by one
+                    if self.fs.exists(path):
+                        self.fs.rm_file(path)
+
+    def copy_dir(self, path: str, target: str) -> None:
+        sources = self.find(path)
+        prefix = self.fs._strip_protocol(path).rstrip("/")
+        targets = [self.join(target, source[len(prefix) :].strip("/")) for source in sources]
+        if sources:
+            self.fs.copy(sources, targets)
+
+    def find(self, path: str) -> list[str]:
+        try:
+            return sorted(self.fs.find(self._fresh(path)))
+        except FileNotFoundError:
+            return []
+
+    def files_in(self, path: str) -> list[str]:
+        try:
+            entries = self.fs.ls(self._fresh(path), detail=True)
+        except FileNotFoundError:
+            return []
+        return sorted(
+            e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e["type"] == "file"
+        )
 
     def download_dir(self, path: str, local_dir: str) -> None:
         # Normalise as fsspec does, so that the paths ``find`` returns start with it.
         prefix = self.fs._strip_protocol(path).rstrip("/")
-        if not self.fs.isdir(prefix):
+        try:  # one listing: nothing found is a missing directory (as on object stores)
+            entries = self.fs.find(self._fresh(prefix), withdirs=True, detail=True)
+        except FileNotFoundError:
+            entries = {}
+        if not entries or entries.get(prefix, {}).get("type") == "file":
             raise FileNotFoundError(f"No directory at {path!r} to download.")
         os.makedirs(local_dir, exist_ok=True)
-        entries = self.fs.find(prefix, withdirs=True, detail=True)
+        pairs = []
         for remote, info in sorted(entries.items()):
             rel = remote[len(prefix) :].strip("/")
             if not rel:
@@ -196,8 +323,8 @@ class FsspecFileSystem(FileSystem):
             if info["type"] == "directory":
                 os.makedirs(local, exist_ok=True)
             else:
-                os.makedirs(os.path.dirname(local), exist_ok=True)
-                self.fs.get_file(remote, local)
+                pairs.append((remote, local))
+        self.get_files(pairs)
 
 
 _LOCAL = LocalFileSystem()

@@ -51,9 +51,9 @@ def default_logdir(trial_info: TrialInfo | None, name: str) -> str:
     if trial_info is not None and trial_info.trial_dir:
         os.makedirs(trial_info.trial_dir, exist_ok=True)
         return trial_info.trial_dir
-    from fasttune.storage.defaults import default_storage_path
+    from fasttune.storage.defaults import default_local_dir
 
-    root = default_storage_path()
+    root = default_local_dir()
     os.makedirs(root, exist_ok=True)
     stamp = datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
     return tempfile.mkdtemp(prefix=f"{name}_{stamp}_", dir=root)

@@ -1,0 +1,176 @@
+"""Publish a remote experiment's staging directory to its storage.
+
+The driver writes a remote experiment to a local staging directory exactly as it
+writes a local one. At every snapshot, and at the end, :meth:`ExperimentSync.sync`
+publishes it, in this order:
+
+1. the files of the trial directories that changed (``result.json``,
+   ``progress.csv``, ``params.*``, TensorBoard events, ``error.txt``, captured
+   output), each uploaded whole (object stores have no append), unchanged ones
+   skipped by their ``stat``; subdirectories (checkpoints: their workers upload them)
+   and hidden files (temporaries) are left out;
+2. the other files at the top of the experiment directory (PBT's policy logs...);
+3. the state files, together, as one manifest commit (:mod:`.state_commit`): every
+   file the state refers to is in storage before it;
+4. deletions the run asked for (checkpoints ``num_to_keep`` dropped) and of files
+   that vanished locally: only now does no committed state refer to them.
+
+A trial directory is scanned while its trial is unfinished and once more after it
+finished. Syncing takes at most ``max_share`` of the driver's time: a slow store is
+synced less often, never partly.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from fasttune.storage.mirror import StorageMirror
+from fasttune.storage.state_commit import StateCommitter
+
+logger = logging.getLogger(__name__)
+
+Stamp = tuple[int, int, int]
+
+
+@dataclass
+class SyncStats:
+    """What the syncs so far did (for tests and benchmarks)."""
+
+    syncs: int = 0
+    files_uploaded: int = 0
+    bytes_uploaded: int = 0
+    commits: int = 0
+    seconds: float = 0.0
+
+
+class ExperimentSync:
+    """Publishes the staging directory of ``mirror`` to its storage (see the module doc).
+
+    Args:
+        mirror: The staging directory and its storage directory.
+        state_files: Names of the experiment's state files, committed together.
+        clock: Monotonic seconds (injected in tests).
+        max_share: Largest share of the driver's time spent syncing: after a sync that
+            took ``t`` seconds the next one is due ``t / max_share`` after it started.
+    """
+
+    def __init__(
+        self,
+        mirror: StorageMirror,
+        state_files: Sequence[str],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_share: float = 0.1,
+    ):
+        self._mirror = mirror
+        self._fs = mirror.filesystem
+        self._state = StateCommitter(self._fs, mirror.root, mirror.local_root, state_files)
+        self._state_files = frozenset(state_files)
+        self._published: dict[str, Stamp] = {}  # local path -> stat of the uploaded version
+        self._listed: dict[str, set[str]] = {}  # local directory -> names published from it
+        self._finished: set[str] = set()  # trial directories synced after their trial ended
+        self._pending_dirs: list[str] = []  # local directories to delete from storage
+        self._clock = clock
+        self._max_share = max_share
+        self._next_due = -math.inf
+        self.stats = SyncStats()
+
+    @property
+    def mirror(self) -> StorageMirror:
+        """The staging directory and its storage directory."""
+        return self._mirror
+
+    def delete_later(self, local_dirs: Iterable[str]) -> None:
+        """Delete the storage copies of these directories after the next commit (the
+        committed state may still refer to them until then)."""
+        self._pending_dirs.extend(local_dirs)
+
+    def sync(self, trial_dirs: Iterable[tuple[str, bool]], *, force: bool = False) -> bool:
+        """Publish what changed.
+
+        Args:
+            trial_dirs: ``(directory relative to the staging directory, finished)`` of
+                every trial that has a directory.
+            force: Sync even if the time share says it is not due (the end of a run).
+
+        Returns:
+            False when skipped because it was not due.
+        """
+        start = self._clock()
+        if not force and start < self._next_due:
+            return False
+        root = self._mirror.local_root
+        uploads: list[tuple[str, str, Stamp]] = []
+        vanished: list[str] = []
+        ended = []
+        for rel, finished in trial_dirs:
+            if rel in self._finished:
+                continue
+            self._scan(os.path.join(root, rel), uploads, vanished)
+            if finished:
+                ended.append(rel)
+        self._scan(root, uploads, vanished, skip=self._state_files)
+        fs = self._fs
+        fs.put_files([(local, remote) for local, remote, _ in uploads])
+        for local, _, stamp in uploads:
+            self._published[local] = stamp
+            self._listed.setdefault(os.path.dirname(local), set()).add(os.path.basename(local))
+        self._finished.update(ended)
+        if self._state.commit():
+            self.stats.commits += 1
+        if vanished:
+            fs.delete_files([self._mirror.remote_path(p) for p in vanished])
+            for path in vanished:
+                self._published.pop(path, None)
+                self._listed.get(os.path.dirname(path), set()).discard(os.path.basename(path))
+        if self._pending_dirs:
+            self._mirror.delete_dirs(self._pending_dirs)
+            self._pending_dirs = []
+        elapsed = self._clock() - start
+        self._next_due = start + elapsed / self._max_share
+        stats = self.stats
+        stats.syncs += 1
+        stats.files_uploaded += len(uploads)
+        stats.bytes_uploaded += sum(stamp[0] for _, _, stamp in uploads)
+        stats.seconds += elapsed
+        logger.debug(
+            "Synced %d files (%d bytes) to %s in %.3f s (commit %d)",
+            len(uploads),
+            sum(stamp[0] for _, _, stamp in uploads),
+            self._mirror.root,
+            elapsed,
+            self._state.generation,
+        )
+        return True
+
+    def _scan(
+        self,
+        directory: str,
+        uploads: list[tuple[str, str, Stamp]],
+        vanished: list[str],
+        skip: frozenset[str] = frozenset(),
+    ) -> None:
+        """Queue the changed files directly in ``directory``; note the published ones gone."""
+        try:
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            entries = []
+        present = set()
+        for entry in entries:
+            name = entry.name
+            if name[0] == "." or name in skip or not entry.is_file(follow_symlinks=False):
+                continue
+            present.add(name)
+            st = entry.stat(follow_symlinks=False)
+            stamp = (st.st_size, st.st_ino, st.st_mtime_ns)
+            path = entry.path
+            if self._published.get(path) != stamp:
+                uploads.append((path, self._mirror.remote_path(path), stamp))
+        listed = self._listed.get(directory)
+        if listed:
+            vanished.extend(os.path.join(directory, name) for name in listed - present)
