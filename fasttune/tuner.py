@@ -123,14 +123,23 @@ class Tuner:
             ) from None
         finally:
             lock.release()
+        storage = spec.storage
         if controller.interrupted:
             logger.warning(
                 "Experiment interrupted; its state is saved. Resume it with: "
                 "Tuner.restore(%r, trainable=...).fit()",
-                spec.experiment_path,
+                storage.uri if storage is not None else spec.experiment_path,
             )
+        path, filesystem = spec.experiment_path, None
+        if storage is not None and storage.is_remote:
+            from fasttune._internal.trial_state import move_trials
+
+            # The results are read where they are kept: in storage, not in staging.
+            move_trials(controller.trials, storage.path)
+            path, filesystem = storage.path, storage.filesystem
         analysis = ExperimentAnalysis(
-            spec.experiment_path,
+            path,
+            storage_filesystem=filesystem,
             trials=controller.trials,
             default_metric=spec.metric,
             default_mode=spec.mode,
@@ -145,8 +154,10 @@ class Tuner:
                 raise RuntimeError("Tuner.get_results() needs fit() to have run first.")
             from fasttune.results import ExperimentAnalysis, ResultGrid
 
-            path = self._restore["path"]
-            self._results = ResultGrid(ExperimentAnalysis(path))
+            storage = self._restore["storage"]
+            self._results = ResultGrid(
+                ExperimentAnalysis(storage.path, storage_filesystem=storage.filesystem)
+            )
         return self._results
 
     def _pickle_tuner_inputs(self) -> bytes:
@@ -186,12 +197,23 @@ class Tuner:
     # ------------------------------------------------------------------ restoring
     @classmethod
     def can_restore(cls, path: str | os.PathLike[str], storage_filesystem: Any = None) -> bool:
-        """True if ``path`` holds an experiment that :meth:`restore` can continue."""
-        from fasttune._internal.experiment_state import SNAPSHOT_FILE, TUNER_FILE
+        """True if ``path`` holds an experiment that :meth:`restore` can continue.
 
-        path = os.path.expanduser(os.fspath(path))
-        return os.path.exists(os.path.join(path, SNAPSHOT_FILE)) and os.path.exists(
-            os.path.join(path, TUNER_FILE)
+        Args:
+            path: The experiment directory: a local path, a URL, or a path in
+                ``storage_filesystem``.
+            storage_filesystem: The filesystem ``path`` is on (fsspec or pyarrow).
+        """
+        from fasttune._internal.experiment_state import SNAPSHOT_FILE, TUNER_FILE
+        from fasttune.storage.location import locate_experiment
+        from fasttune.storage.state_commit import read_manifest
+
+        storage = locate_experiment(path, storage_filesystem, owner="Tuner.can_restore")
+        if storage.is_remote:
+            manifest = read_manifest(storage.filesystem, storage.path)
+            return manifest is not None and {SNAPSHOT_FILE, TUNER_FILE} <= set(manifest["files"])
+        return os.path.exists(os.path.join(storage.path, SNAPSHOT_FILE)) and os.path.exists(
+            os.path.join(storage.path, TUNER_FILE)
         )
 
     @classmethod
@@ -206,28 +228,37 @@ class Tuner:
         storage_filesystem: Any = None,
         _executor: Any = None,
     ) -> Tuner:
-        """Continue an interrupted or crashed experiment.
+        """Continue an interrupted or crashed experiment, on this machine or any other.
 
         Finished trials are kept; unfinished ones resume from their latest checkpoint
         (or restart); errored ones are resumed or restarted per the flags. The search
-        algorithm continues from its saved state.
+        algorithm continues from its saved state. An experiment in remote storage is
+        downloaded (its state, and the result files of the trials that will run again)
+        into a fresh staging directory; workers download the checkpoints they resume.
 
         Args:
-            path: The experiment directory (``<storage_path>/<name>``).
+            path: The experiment directory (``<storage_path>/<name>``): a local path,
+                a URL (``s3://bucket/prefix/name``), or a path in ``storage_filesystem``.
             trainable: The same trainable the experiment ran.
             resume_unfinished: Resume trials that had not finished (else end them).
             resume_errored: Resume errored trials from their latest checkpoint.
             restart_errored: Restart errored trials from scratch.
             param_space: Pass it again if it held values that could not be pickled.
+            storage_filesystem: The filesystem ``path`` is on (fsspec or pyarrow), as
+                ``RunConfig(storage_filesystem=...)``; inferred from ``path`` if omitted.
         """
         from fasttune._internal.experiment_state import ExperimentStateStore
+        from fasttune.storage.location import locate_experiment
 
-        path = os.path.abspath(os.path.expanduser(os.fspath(path)))
-        if not cls.can_restore(path):
+        storage = locate_experiment(path, storage_filesystem)
+        if not cls.can_restore(path, storage_filesystem) or (
+            storage.is_remote and not _download_experiment(storage)
+        ):
             raise ValueError(
-                f"Tuner.restore(path={path!r}): no fasttune experiment there. Pass the "
-                "directory printed when the experiment started (<storage_path>/<name>)."
+                f"Tuner.restore(path={storage.uri!r}): no fasttune experiment there. Pass "
+                "the directory printed when the experiment started (<storage_path>/<name>)."
             )
+        path = storage.local_path
         store = ExperimentStateStore(path)
         saved = store.load_tuner()
         if "inputs" in saved:
@@ -236,8 +267,14 @@ class Tuner:
             saved = {**cloudpickle.loads(saved["inputs"]), **saved}
         tune_config = saved.get("tune_config") or TuneConfig()
         run_config = copy.copy(saved.get("run_config") or RunConfig())
-        run_config.name = os.path.basename(path)
-        run_config.storage_path = os.path.dirname(path)
+        run_config.name = storage.name
+        if storage.is_remote:
+            root = storage.path if storage_filesystem is not None else storage.uri
+            run_config.storage_path = root.rstrip("/").rpartition("/")[0]
+            run_config.storage_filesystem = storage_filesystem
+        else:
+            run_config.storage_path = os.path.dirname(path)
+            run_config.storage_filesystem = None
         space = param_space if param_space is not None else saved.get("param_space")
         if space is None:
             raise ValueError(
@@ -251,10 +288,13 @@ class Tuner:
             run_config=run_config,
             _executor=_executor,
         )
+        loaded = store.load()
+        if storage.is_remote:
+            _download_trial_files(storage, loaded)
         tuner._restore = {
-            "path": path,
+            "storage": storage,
             "experiment_hash": saved["experiment_hash"],
-            "loaded": store.load(),
+            "loaded": loaded,
             "resume_unfinished": resume_unfinished,
             "resume_errored": resume_errored,
             "restart_errored": restart_errored,
@@ -272,6 +312,29 @@ class Tuner:
             resume_errored=self._restore["resume_errored"],
             restart_errored=self._restore["restart_errored"],
         )
+
+
+def _download_experiment(storage: Any) -> bool:
+    """Download the committed state of a remote experiment into a fresh staging
+    directory; False if storage holds none."""
+    from fasttune.storage.location import reset_staging
+    from fasttune.storage.state_commit import download_state
+
+    reset_staging(storage)
+    return download_state(storage.filesystem, storage.path, storage.local_path) is not None
+
+
+def _download_trial_files(storage: Any, loaded: Any) -> None:
+    """Download the result files of the trials that may run again (all but the
+    terminated ones), which the driver appends to; checkpoints stay in storage."""
+    from fasttune.experiment.trial import TrialStatus
+
+    again = [
+        os.path.join(storage.local_path, state["relative_logdir"])
+        for state in loaded.trials
+        if state["status"] != TrialStatus.TERMINATED.value and state.get("relative_logdir")
+    ]
+    storage.mirror.fetch_files(again)
 
 
 def _holds_experiment(path: str) -> bool:

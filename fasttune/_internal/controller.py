@@ -18,7 +18,11 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._internal.controller_view import ControllerView
-from fasttune._internal.experiment_state import CompletionBitmap, ExperimentStateStore
+from fasttune._internal.experiment_state import (
+    STATE_FILES,
+    CompletionBitmap,
+    ExperimentStateStore,
+)
 from fasttune._internal.failure import (
     FailureAction,
     exception_of,
@@ -40,6 +44,7 @@ from fasttune.executors.base import (
     TrialStopped,
 )
 from fasttune.experiment.trial import Trial, TrialStatus
+from fasttune.storage.sync import ExperimentSync
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +94,13 @@ class TuneController:
         self._search_state_dirty = False
         # Trials whose completion the search algorithm was told (saved with its state).
         self.search_completed = CompletionBitmap(self.lifecycle.position)
+        # Remote storage: the staging directory is published at each snapshot.
+        storage = spec.storage
+        self.storage_sync = (
+            ExperimentSync(storage.mirror, STATE_FILES)
+            if storage is not None and storage.is_remote
+            else None
+        )
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
@@ -296,6 +308,8 @@ class TuneController:
         metrics = {k: v for k, v in trial.last_result.items() if k != R.CONFIG}
         removed = manager.register(dir_name, metrics)
         manager.delete_files(removed)
+        if removed and self.storage_sync is not None:
+            self.storage_sync.delete_later(os.path.join(manager.trial_dir, n) for n in removed)
         self.state.record_trial(trial)
         self._callback("on_trial_save", trial)
         self._callback("on_checkpoint", trial, checkpoint=manager.latest_checkpoint)
@@ -385,6 +399,32 @@ class TuneController:
         )
         self._save_search_state()
         self._last_snapshot = self.spec.clock()
+        self._sync_storage()
+
+    def _sync_storage(self, *, final: bool = False) -> None:
+        """Publish the staging directory of a remote experiment (see storage/sync.py).
+
+        A failed sync during the run is retried at the next snapshot (storage keeps the
+        last complete one); the final one raises.
+        """
+        sync = self.storage_sync
+        if sync is None:
+            return
+        self.spec.callbacks.flush_pending_writes()
+        dirs = ((t.relative_logdir, t.is_finished()) for t in self.trials if t.relative_logdir)
+        try:
+            sync.sync(dirs, force=final)
+        except Exception as e:
+            if final:
+                raise
+            assert self.spec.storage is not None
+            logger.warning(
+                "Could not sync the experiment to %s (%s: %s); storage keeps its last "
+                "complete copy and the next snapshot tries again.",
+                self.spec.storage.uri,
+                type(e).__name__,
+                e,
+            )
 
     @property
     def _interrupted(self) -> int:
@@ -404,3 +444,4 @@ class TuneController:
             finally:
                 self.state.close()
                 self.spec.callbacks.on_experiment_end(trials=self.trials)
+                self._sync_storage(final=True)  # the files the callbacks closed, last

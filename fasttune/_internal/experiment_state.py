@@ -51,6 +51,18 @@ SEARCH_STATE_FILE = "search_state.pkl"
 SCHEDULER_STATE_FILE = "scheduler_state.pkl"
 CALLBACK_STATE_FILE = "callback_state.pkl"
 TUNER_FILE = "tuner.pkl"
+# Every state file, in no particular order: remote storage receives them together
+# (storage/state_commit.py), never one without the others.
+STATE_FILES = (
+    SNAPSHOT_FILE,
+    JOURNAL_FILE,
+    BASE_FILE,
+    CONFIGS_FILE,
+    SEARCH_STATE_FILE,
+    SCHEDULER_STATE_FILE,
+    CALLBACK_STATE_FILE,
+    TUNER_FILE,
+)
 FORMAT_VERSION = 2
 _READABLE_VERSIONS = (1, 2)
 
@@ -364,12 +376,19 @@ def _load_pickle(path: str) -> Any:
         return cloudpickle.load(f)
 
 
-def load_trials(experiment_path: str) -> list[Any]:
-    """Rebuild the ``Trial`` records of an experiment from its state files."""
+def load_trials(experiment_path: str, *, trials_path: str | None = None) -> list[Any]:
+    """Rebuild the ``Trial`` records of an experiment from its state files.
+
+    Args:
+        experiment_path: The local directory holding the state files.
+        trials_path: The experiment directory the trials live in, when it is not
+            ``experiment_path`` (remote state downloaded to a local directory).
+    """
     from fasttune._internal.trial_state import trial_from_state
 
     loaded = ExperimentStateStore(experiment_path).load()
+    home = trials_path or experiment_path
     return [
-        trial_from_state(state, experiment_path, config=loaded.configs.get(state["trial_id"]))
+        trial_from_state(state, home, config=loaded.configs.get(state["trial_id"]))
         for state in loaded.trials
     ]

@@ -18,8 +18,18 @@ _CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 
 def next_checkpoint_index(trial: Trial) -> int:
-    """The index the trial's next reported checkpoint directory gets (never reused)."""
+    """The index the trial's next reported checkpoint directory gets (never reused).
+
+    Above every checkpoint in the trial directory and every one the trial tracks (a
+    restored remote experiment's staging directory holds none of them).
+    """
     indices = [-1]
+    manager = trial.checkpoint_manager
+    if manager is not None:
+        for tracked in manager.to_json()["checkpoints"]:
+            match = _CHECKPOINT_DIR.match(tracked["dir_name"])
+            if match:
+                indices.append(int(match.group(1)))
     trial_dir = trial.local_path
     if trial_dir and os.path.isdir(trial_dir):
         for name in os.listdir(trial_dir):
@@ -87,4 +97,7 @@ def make_launch(
         reuse=spec.reuse_actors,
         checkpoint_frequency=trial.checkpoint_frequency,
         stop_criteria={k: v for k, v in trial.stopping_criterion.items() if not callable(v)},
+        storage=spec.storage.mirror
+        if spec.storage is not None and spec.storage.is_remote
+        else None,
     )

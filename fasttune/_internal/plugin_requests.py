@@ -16,6 +16,7 @@ from fasttune.experiment.trial import Trial
 
 if TYPE_CHECKING:
     from fasttune._internal.trial_lifecycle import TrialLifecycle
+    from fasttune.storage.sync import ExperimentSync
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,9 @@ class RequestHost(Protocol):
 
     def save_trial(self, trial: Trial) -> None: ...
 
+    # Optional (read with getattr): the sync of an experiment in remote storage.
+    # storage_sync: ExperimentSync | None
+
 
 def apply_request(host: RequestHost, request: PluginRequest) -> None:
     """Carry out ``request``; requests about trials that moved on meanwhile do nothing."""
@@ -96,14 +100,15 @@ def apply_request(host: RequestHost, request: PluginRequest) -> None:
     elif isinstance(request, Unpause):
         lifecycle.unpause(trial)
     elif isinstance(request, Exploit):
-        lifecycle.restart(trial, _exploit(request), save=False)
+        sync = getattr(host, "storage_sync", None)
+        lifecycle.restart(trial, _exploit(request, sync), save=False)
     elif isinstance(request, SetResources):
         lifecycle.restart(trial, _new_resources(request.resources), save=True)
     else:
         raise TypeError(f"Unknown plugin request {request!r}")
 
 
-def _exploit(request: Exploit) -> Any:
+def _exploit(request: Exploit, sync: ExperimentSync | None = None) -> Any:
     path = getattr(request.checkpoint, "path", request.checkpoint)
 
     def change(trial: Trial) -> None:
@@ -115,13 +120,17 @@ def _exploit(request: Exploit) -> Any:
             # The donor's checkpoint becomes this trial's latest one: copied into its own
             # directory, so a retry or Tuner.restore resumes from it and the donor's
             # num_to_keep cannot delete it underneath.
-            trial.restore_path = adopt_checkpoint(trial, os.fspath(path))
+            trial.restore_path = adopt_checkpoint(trial, os.fspath(path), sync)
 
     return change
 
 
-def adopt_checkpoint(trial: Trial, source: str) -> str:
-    """Copy the checkpoint directory ``source`` into ``trial``'s directory and register it."""
+def adopt_checkpoint(trial: Trial, source: str, sync: ExperimentSync | None = None) -> str:
+    """Copy the checkpoint directory ``source`` into ``trial``'s directory and register it.
+
+    With remote storage (``sync``) the copy is made in storage first (server-side on
+    object stores), and locally only when this machine has the source.
+    """
     import shutil
 
     from fasttune._internal.launcher import next_checkpoint_index
@@ -131,9 +140,15 @@ def adopt_checkpoint(trial: Trial, source: str) -> str:
     os.makedirs(trial_dir, exist_ok=True)
     name = checkpoint_dir_name(next_checkpoint_index(trial))
     target = os.path.join(trial_dir, name)
-    shutil.copytree(source, target)
-    removed = trial.checkpoint_manager.register(name, dict(trial.last_result))
-    trial.checkpoint_manager.delete_files(removed)
+    if sync is not None:
+        sync.mirror.copy_dir(source, target)
+    if sync is None or os.path.isdir(source):
+        shutil.copytree(source, target)
+    manager = trial.checkpoint_manager
+    removed = manager.register(name, dict(trial.last_result))
+    manager.delete_files(removed)
+    if removed and sync is not None:
+        sync.delete_later(os.path.join(manager.trial_dir, n) for n in removed)
     return target
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from fasttune.schedulers.trial_scheduler import TrialScheduler
     from fasttune.search.search_algorithm import SearchAlgorithm
     from fasttune.stopper.stopper import Stopper
+    from fasttune.storage.location import ExperimentStorage
 
 
 @dataclass(frozen=True)
@@ -55,3 +56,6 @@ class RunSpec:
     experiment_id: str = ""
     restored: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    # Where the experiment is stored; None (tests building specs by hand): in place at
+    # ``experiment_path``. For remote storage ``experiment_path`` is the staging directory.
+    storage: ExperimentStorage | None = None

@@ -18,8 +18,13 @@ from fasttune._internal.trainable_resolution import (
 from fasttune._internal.trial_factory import TrialFactory
 from fasttune.config import RunConfig
 from fasttune.executors import flow_control
-from fasttune.storage.defaults import default_storage_path
-from fasttune.storage.filesystem import is_url
+from fasttune.storage.location import (
+    ExperimentStorage,
+    check_writable,
+    experiment_storage,
+    reset_staging,
+)
+from fasttune.storage.state_commit import read_manifest
 from fasttune.tune_config import TuneConfig
 
 if TYPE_CHECKING:
@@ -29,34 +34,55 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def experiment_location(run_config: RunConfig, trainable_name: str) -> tuple[str, str]:
-    """(name, experiment path), the directory created and checked writable.
+def experiment_location(
+    run_config: RunConfig, trainable_name: str, *, restoring: bool = False, executor: Any = None
+) -> ExperimentStorage:
+    """Where the experiment is stored, its directory created and checked writable.
+
+    For remote storage (a URL or a ``storage_filesystem``) the driver writes to a staging
+    directory: emptied for a new run, kept for a restore (``Tuner.restore`` has just
+    downloaded the experiment's state into it).
 
     Raises:
-        ValueError: The storage path is a URL (not supported yet) or not writable.
+        ValueError: The storage path is not writable, has an unknown scheme, is
+            ``memory://`` while trials run in other processes, or (remote, not
+            restoring) already holds an experiment of that name.
+        MissingDependencyError: The URL's filesystem package is not installed.
     """
-    storage = run_config.storage_path or default_storage_path()
-    if is_url(str(storage)):
-        raise ValueError(
-            f"RunConfig(storage_path={storage!r}): remote storage URLs are not supported "
-            "by the local runner yet; use a local directory."
-        )
-    storage = os.path.abspath(os.path.expanduser(str(storage)))
     name = run_config.name or f"{trainable_name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"
-    path = os.path.join(storage, name)
-    try:
-        os.makedirs(path, exist_ok=True)
-        probe = os.path.join(path, f".write_test_{uuid.uuid4().hex[:6]}")
-        with open(probe, "w") as f:
-            f.write("ok")
-        os.remove(probe)
-    except OSError as e:
+    storage = experiment_storage(run_config.storage_path, run_config.storage_filesystem, name)
+    if storage.is_remote and not restoring:
+        if read_manifest(storage.filesystem, storage.path) is not None:
+            # Object stores cannot move it aside (as a local earlier run is): refuse to
+            # overwrite the state that keeps it restorable.
+            raise ValueError(
+                f"RunConfig(storage_path={run_config.storage_path!r}, name={name!r}): "
+                f"{storage.uri} already holds an experiment. Continue it with "
+                f"Tuner.restore({storage.uri!r}, trainable=...).fit(), or give this run "
+                "another RunConfig(name=...)."
+            )
+        reset_staging(storage)
+    if storage.filesystem.type_name == "memory" and not getattr(
+        executor, "runs_in_driver_process", False
+    ):
         raise ValueError(
-            f"RunConfig(storage_path={run_config.storage_path!r}) is not writable: cannot "
-            f"create files in {path!r} ({e.strerror or e}). Choose a directory you can write "
-            "to, or set FASTTUNE_STORAGE_PATH."
-        ) from e
-    return name, path
+            f"RunConfig(storage_path={storage.uri!r}): a memory:// filesystem lives inside "
+            "one process, and trials run in worker processes that cannot write to it. Use "
+            "it with the inline executor (FASTTUNE_EXECUTOR=inline), or use real storage "
+            "(a local directory, s3://...)."
+        )
+    check_writable(storage, run_config.storage_path or storage.uri)
+    return storage
+
+
+def _snapshot_period_s() -> float:
+    """Seconds between snapshots (and syncs to remote storage): Ray's
+    ``TUNE_GLOBAL_CHECKPOINT_S`` when it is a number, else 10."""
+    value = os.environ.get("TUNE_GLOBAL_CHECKPOINT_S", "auto")
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return 10.0
 
 
 def _log_files(log_to_file: Any) -> tuple[str | None, str | None]:
@@ -238,7 +264,10 @@ def build_run_spec(
     trainable_name = getattr(trainable_cls, "_name", None) or trainable_cls.__name__
     _warn_about_large_values(param_space)
     blob, key = pickle_trainable(trainable_cls)
-    name, experiment_path = experiment_location(run_config, trainable_name)
+    storage = experiment_location(
+        run_config, trainable_name, restoring=experiment_hash is not None, executor=executor
+    )
+    name, experiment_path = storage.name, storage.local_path
     search_alg, scheduler, metric, mode = configure_plugins(tune_config, param_space)
     search_alg.add_configurations(copy.deepcopy(param_space), tune_config.num_samples)
     stopper, criterion = make_stopper(run_config.stop)
@@ -317,4 +346,6 @@ def build_run_spec(
         max_pending_trials=_max_pending_trials(search_alg, resource_manager),
         experiment_id=uuid.uuid4().hex,
         meta={"name": name, "trainable_name": trainable_name, "metric": metric, "mode": mode},
+        snapshot_period_s=_snapshot_period_s(),
+        storage=storage,
     )

@@ -86,3 +86,23 @@ def _factory_from_json(data: dict[str, Any]) -> Any:
     if factory is None:
         factory = _factories[key] = PlacementGroupFactory.from_json(data)
     return factory
+
+
+def move_trials(trials: list[Trial], experiment_path: str) -> None:
+    """Point ``trials`` at the experiment directory ``experiment_path``.
+
+    A remote experiment's driver runs its trials in the staging directory; once the run
+    is over, its results are read where they are kept, in storage.
+    """
+    for trial in trials:
+        trial.experiment_path = experiment_path
+        home = trial.local_path
+        if home is None:
+            continue
+        if trial.error_file:
+            trial.error_file = os.path.join(home, os.path.basename(trial.error_file))
+        if trial.pickled_error_file:
+            name = os.path.basename(trial.pickled_error_file)
+            trial.pickled_error_file = os.path.join(home, name)
+        if trial.checkpoint_manager is not None:
+            trial.checkpoint_manager.trial_dir = home

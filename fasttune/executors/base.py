@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fasttune.executors.flow_control import BUFFER_TIME_S, LOOKAHEAD_S, MAX_BUFFER_LENGTH
+from fasttune.storage.mirror import StorageMirror
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ class TrialLaunch:
         stop_criteria: ``{metric: threshold}``: the worker stops training after a result
             with ``result[metric] >= threshold`` (nested keys joined with "/"), exactly
             as after a ``done`` result, so a trial never runs past its stop condition.
+        storage: For an experiment in remote storage, the staging directory's mirror:
+            the worker uploads each checkpoint it makes before reporting it, and
+            downloads ``restore_path`` when this machine has no copy. None: local.
     """
 
     trial_id: str
@@ -90,6 +94,7 @@ class TrialLaunch:
     reuse: bool = False
     checkpoint_frequency: int = 0
     stop_criteria: dict[str, Any] = field(default_factory=dict)
+    storage: StorageMirror | None = None
 
 
 # ---------------------------------------------------------------------- events

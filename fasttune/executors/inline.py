@@ -77,6 +77,9 @@ class InlineExecutor(Executor):
         >>> executor.shutdown()
     """
 
+    # Trials share the driver's memory (a memory:// storage is visible to them).
+    runs_in_driver_process = True
+
     def __init__(self) -> None:
         self._classes: dict[str, type] = {}
         self._trials: dict[str, _InlineWorker] = {}

@@ -37,6 +37,7 @@ from fasttune.executors.base import (
 from fasttune.executors.flow_control import may_run, next_iteration_estimate, should_send
 from fasttune.logger.noop import NoopLogger
 from fasttune.storage.filesystem import ensure_dir
+from fasttune.storage.mirror import StorageMirror
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ class WorkerLoop:
         self._iteration_s = 0.0  # estimated duration of the hosted trial's iterations
         self._finished = False  # the hosted trial reported done: wait for commands
         self._saved: tuple[str, int] | None = None  # (trial id, iteration) last saved
+        self._uploaded: str | None = None  # the checkpoint last uploaded to storage
         self.retired = False  # the last trial ended and nothing is kept for reuse
         self.exit_requested = False
 
@@ -228,7 +230,16 @@ class WorkerLoop:
                 ):
                     save_now = True
                     break
-                if result.get(R.CHECKPOINT_DIR_NAME) or len(buffer) >= max_length:
+                checkpoint_name = result.get(R.CHECKPOINT_DIR_NAME)
+                if checkpoint_name:
+                    if launch.storage is not None:
+                        try:  # in storage before the result that names it is sent
+                            self._upload(os.path.join(launch.trial_dir, checkpoint_name))
+                        except _TRIAL_ERRORS:
+                            buffer.pop()
+                            raise
+                    break
+                if len(buffer) >= max_length:
                     break
                 if len(buffer) == 1:
                     deadline = now + launch.buffer_time_s
@@ -258,6 +269,7 @@ class WorkerLoop:
         if launch.restore_path and not os.path.isabs(launch.restore_path):
             launch = replace(launch, restore_path=os.path.abspath(launch.restore_path))
         self._launch = launch
+        self._uploaded = None
         self._credit = launch.initial_credit
         self._unacked = 0
         self._iteration_s = 0.0
@@ -280,6 +292,8 @@ class WorkerLoop:
                 self._key = launch.trainable_key
             if launch.restore_path:
                 during = "restore"
+                if launch.storage is not None:
+                    _fetch_checkpoint(launch.storage, launch.restore_path)
                 self._trainable.restore(launch.restore_path)
         except _TRIAL_ERRORS as exc:
             self._fail(exc, during)
@@ -301,6 +315,8 @@ class WorkerLoop:
             return
         try:
             path = self._trainable.save()
+            if launch.storage is not None:
+                self._upload(path)
         except _TRIAL_ERRORS as exc:
             self._fail(exc, "save")
             return
@@ -325,6 +341,14 @@ class WorkerLoop:
         self._transport.send(TrialStopped(launch.trial_id))
 
     # ------------------------------------------------------------------ helpers
+    def _upload(self, checkpoint_dir: str) -> None:
+        """Upload a checkpoint this worker made to the experiment's storage, once."""
+        launch = self._launch
+        if launch is None or launch.storage is None or checkpoint_dir == self._uploaded:
+            return
+        launch.storage.upload_dir(checkpoint_dir)
+        self._uploaded = checkpoint_dir
+
     def _enter_trial_environment(self, launch: TrialLaunch) -> None:
         ensure_dir(launch.trial_dir)
         if not self._isolated:
@@ -380,6 +404,19 @@ def _logger_creator(trial_dir: str) -> Callable[[dict[str, Any]], NoopLogger]:
         return NoopLogger(config, trial_dir)
 
     return create
+
+
+def _fetch_checkpoint(storage: StorageMirror, checkpoint_dir: str) -> None:
+    """Download ``checkpoint_dir`` from storage unless this machine has it.
+
+    Raises:
+        FileNotFoundError: Neither this machine nor the storage has it.
+    """
+    if not storage.fetch_dir(checkpoint_dir):
+        raise FileNotFoundError(
+            f"The checkpoint to restore, {checkpoint_dir!r}, is neither on this machine nor "
+            f"in storage ({storage.remote_path(checkpoint_dir)!r})."
+        )
 
 
 def _pickle_exception(exc: BaseException) -> bytes | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
@@ -27,7 +28,6 @@ from fasttune.results._trial_files import resolve_filesystem
 from fasttune.utils.util import flatten_dict
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
 
     import pandas as pd
 
@@ -89,21 +89,23 @@ class ExperimentAnalysis:
 
     # ------------------------------------------------------------------ loading
     def _load_trials(self) -> list[Trial]:
-        if self._fs.is_local:
-            load_trials: Callable[[str], list[Any]] | None
-            try:
-                from fasttune._internal.experiment_state import load_trials
-            except ImportError:
-                load_trials = None
-            if load_trials is not None:
-                try:
-                    return list(load_trials(self._experiment_fs_path))
-                except FileNotFoundError:
-                    logger.debug(
-                        "No experiment state in %s: scanning its trial directories.",
-                        self._experiment_fs_path,
-                    )
-        trials, self._histories = _scan.scan_trials(self._fs, self._experiment_fs_path)
+        from fasttune._internal.experiment_state import load_trials
+
+        path = self._experiment_fs_path
+        try:
+            if self._fs.is_local:
+                return list(load_trials(path))
+            # Remote: the committed state files, downloaded (a few objects, whatever
+            # the number of trials); the trials stay in storage.
+            from fasttune.storage.state_commit import download_state
+
+            with tempfile.TemporaryDirectory(prefix="fasttune_state_") as local:
+                if download_state(self._fs, path, local) is not None:
+                    return list(load_trials(local, trials_path=path))
+        except FileNotFoundError:
+            pass
+        logger.debug("No experiment state in %s: scanning its trial directories.", path)
+        trials, self._histories = _scan.scan_trials(self._fs, path)
         return trials
 
     def _history(self, trial: Trial) -> _scan.History:

@@ -1,0 +1,197 @@
+"""Experiments in S3: a real S3 API server (moto) on loopback, real worker processes.
+
+The experiment must live in the bucket: every file the driver writes and every
+checkpoint the workers make is there, nothing lands on the local disk outside the
+staging directory, and another process (on "another machine": its own staging
+directory) restores the experiment after the driver is SIGKILLed and reads its
+results and best checkpoint from the bucket alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+import fasttune as tune
+
+s3fs = pytest.importorskip("s3fs", reason='needs the test extra: pip install -e ".[test]"')
+
+HERE = os.path.dirname(__file__)
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCRIPT = "tests.runner._s3_scripts"
+
+
+def _s3(server) -> s3fs.S3FileSystem:
+    return s3fs.S3FileSystem(endpoint_url=server.endpoint_url, skip_instance_cache=True)
+
+
+def _files(directory) -> set[str]:
+    """Relative paths of the files under ``directory`` that are not hidden."""
+    found = set()
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            if not name.startswith("."):
+                rel = os.path.relpath(os.path.join(root, name), directory)
+                found.add(rel.replace(os.sep, "/"))
+    return found
+
+
+def _counter(config):
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as local:
+            start = json.load(open(os.path.join(local, "state.json")))["i"] + 1
+    for i in range(start, config["n"]):
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "state.json"), "w") as f:
+            json.dump({"i": i, "x": config["x"]}, f)
+        with open(os.path.join(d, "weights.bin"), "wb") as f:
+            f.write(os.urandom(1000))
+        checkpoint = tune.Checkpoint.from_directory(d)
+        tune.report({"score": config["x"] * i, "i": i}, checkpoint=checkpoint)
+
+
+@pytest.fixture
+def isolated_disk(tmp_path, monkeypatch):
+    """HOME, the working directory and the staging directory under ``tmp_path``."""
+    for name in ("home", "cwd", "staging"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("FASTTUNE_STAGING_DIR", str(tmp_path / "staging"))
+    monkeypatch.delenv("FASTTUNE_STORAGE_PATH", raising=False)
+    monkeypatch.chdir(tmp_path / "cwd")
+    return tmp_path
+
+
+def test_an_experiment_with_checkpoints_lives_in_s3(s3_server, s3_bucket, isolated_disk):
+    url = f"s3://{s3_bucket}/exps"
+    grid = tune.Tuner(
+        _counter,
+        param_space={"x": tune.grid_search([1, 2, 3]), "n": 4},
+        tune_config=tune.TuneConfig(metric="score", mode="max"),
+        run_config=tune.RunConfig(
+            storage_path=url,
+            name="exp",
+            verbose=0,
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+        ),
+    ).fit()
+    assert grid.num_terminated == 3 and grid.num_errors == 0
+
+    # Nothing on the local disk outside the staging directory.
+    assert _files(isolated_disk / "home") == set()
+    assert _files(isolated_disk / "cwd") == set()
+    (staging,) = (isolated_disk / "staging").iterdir()
+    assert staging.name.startswith("exp-")
+
+    # The bucket has every file of the experiment: all the staging directory holds,
+    # the kept checkpoints (num_to_keep=2: the first two are deleted) and the state.
+    s3 = _s3(s3_server)
+    prefix = f"{s3_bucket}/exps/exp/"
+    stored = {path[len(prefix) :] for path in s3.find(prefix)}
+    local = _files(staging)
+    # State files are committed together under the keys the manifest names.
+    manifest = json.loads(s3.cat_file(f"{prefix}experiment_state.manifest.json"))
+    state_files = {name for name in local if "/" not in name}
+    assert state_files == set(manifest["files"])
+    for name, entry in manifest["files"].items():
+        assert s3.cat_file(prefix + entry["key"]) == (staging / name).read_bytes(), name
+    assert local - state_files <= stored, local - state_files - stored
+    trial_dirs = {rel.split("/")[0] for rel in local if "/" in rel}
+    assert len(trial_dirs) == 3
+    for trial_dir in trial_dirs:
+        names = {rel.split("/")[1] for rel in stored if rel.startswith(trial_dir + "/")}
+        assert {"result.json", "progress.csv", "params.json", "params.pkl"} <= names
+        assert {"checkpoint_000002", "checkpoint_000003"} <= names
+        assert not {"checkpoint_000000", "checkpoint_000001"} & names
+        lines = s3.cat_file(f"{prefix}{trial_dir}/result.json").decode().splitlines()
+        assert [json.loads(line)["i"] for line in lines] == [0, 1, 2, 3]
+    assert "experiment_state.manifest.json" in stored
+
+    # Results and the best checkpoint are read from the bucket.
+    best = grid.get_best_result()
+    assert best.config["x"] == 3 and best.metrics["score"] == 9
+    assert best.path.startswith(prefix)
+    assert best.checkpoint.filesystem.type_name == "s3"
+    assert best.checkpoint.path == f"{best.path}/checkpoint_000003"
+    with best.checkpoint.as_directory() as d:
+        assert json.load(open(os.path.join(d, "state.json"))) == {"i": 3, "x": 3}
+    assert list(best.metrics_dataframe["i"]) == [0, 1, 2, 3]
+    assert tune.Tuner.can_restore(f"{url}/exp")
+
+
+def _run(command: str, url: str, staging: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", SCRIPT, command, url],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT, FASTTUNE_STAGING_DIR=staging, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _last_json(proc: subprocess.Popen, timeout: float = 90) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _wait_for_commits(s3, manifest: str, generation: int, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        s3.invalidate_cache()
+        if s3.exists(manifest) and json.loads(s3.cat_file(manifest))["generation"] >= generation:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the driver made no commit {generation} to S3")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_after_commit", [2, 3])
+def test_driver_sigkill_then_restore_from_s3_on_another_machine(
+    s3_server, s3_bucket, tmp_path, kill_after_commit
+):
+    url = f"s3://{s3_bucket}/exps"
+    experiment = f"{url}/killed"
+    s3 = _s3(s3_server)
+    # Snapshots every 0.2 s, so that commits to S3 (as often as a tenth of the driver's
+    # time allows) happen mid-run: commit 1 is the initial state, 2 and 3 hold progress.
+    driver = _run("fit", url, str(tmp_path / "machine1"), TUNE_GLOBAL_CHECKPOINT_S="0.2")
+    assert driver.stdout.readline().strip() == "started"
+    manifest = f"{s3_bucket}/exps/killed/experiment_state.manifest.json"
+    _wait_for_commits(s3, manifest, kill_after_commit)
+    assert driver.poll() is None, "the driver finished before it could be killed"
+    driver.send_signal(signal.SIGKILL)
+    driver.wait(timeout=30)
+
+    # Another machine: an empty staging directory; everything comes from the bucket.
+    restored = _last_json(_run("restore", experiment, str(tmp_path / "machine2")))
+    assert restored == {"trials": 10, "terminated": 10}
+
+    # Each trial finished once: its final iteration appears once in its results.
+    prefix = f"{s3_bucket}/exps/killed"
+    s3.invalidate_cache()
+    for trial_dir in s3.ls(prefix, detail=False):
+        if trial_dir.endswith(".json") or trial_dir.rsplit("/", 1)[-1].startswith("."):
+            continue
+        lines = [json.loads(x) for x in s3.cat_file(f"{trial_dir}/result.json").splitlines()]
+        assert [line["training_iteration"] for line in lines] == list(range(1, 9)), trial_dir
+
+    # A third process reads the results and the best checkpoint from the bucket.
+    read = _last_json(_run("read", experiment, str(tmp_path / "machine3")))
+    assert read["statuses"] == ["TERMINATED"] * 10
+    assert len(set(read["xs"])) == 10
+    assert read["filesystem"] == "s3"
+    assert read["best_checkpoint"].startswith(read["best_path"] + "/checkpoint_")
+    assert read["checkpoint_state"] == {"i": 7} and read["rows"] == 8
+    assert not os.path.exists(tmp_path / "machine3")  # reading needs no staging directory
