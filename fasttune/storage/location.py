@@ -112,17 +112,18 @@ def locate_experiment(
 ) -> ExperimentStorage:
     """The storage of the experiment directory ``path`` (a local path, a URL, or a path
     inside ``storage_filesystem``)."""
-    text = os.fspath(path).rstrip("/")
-    parent, _, name = text.rpartition("/")
+    text = os.fspath(path)
     if not is_url(text) and storage_filesystem is None:
-        text = os.path.abspath(os.path.expanduser(text))
-        parent, name = os.path.dirname(text), os.path.basename(text)
-    if not name or parent.endswith(":/"):  # "s3://bucket" has no experiment name
+        text = os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
+        return experiment_storage(os.path.dirname(text), None, os.path.basename(text), owner=owner)
+    scheme, sep, rest = text.partition("://") if is_url(text) else ("", "", text)
+    parent, _, name = rest.rstrip("/").rpartition("/")
+    if not name or not parent.strip("/"):  # "s3://bucket" is no experiment directory
         raise ValueError(
-            f"{owner}(path={os.fspath(path)!r}): expected an experiment directory, "
-            "<storage_path>/<name>."
+            f"{owner}(path={text!r}): expected an experiment directory, <storage_path>/<name>."
         )
-    return experiment_storage(parent, storage_filesystem, name, owner=owner)
+    root = f"{scheme}{sep}{parent}"
+    return experiment_storage(root, storage_filesystem, name, owner=owner)
 
 
 def staging_root() -> str:
