@@ -1,0 +1,193 @@
+"""Learning curves, parallel coordinates and the optimisation history."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from fasttune import result as R
+from fasttune.visualization._source import (
+    as_view,
+    encode_param,
+    number,
+    param_names,
+    plotly_go,
+    require_metric,
+    scored,
+)
+
+X_AXES = (R.TRAINING_ITERATION, R.TIME_TOTAL_S)
+
+
+def plot_learning_curves(
+    source: Any,
+    metric: str | None = None,
+    mode: str | None = None,
+    *,
+    trial_ids: Sequence[str] | None = None,
+    x: str = R.TRAINING_ITERATION,
+    max_trials: int = 50,
+    log_y: bool = False,
+    smoothing: float = 0.0,
+) -> Any:
+    """One line per trial: ``metric`` against ``x`` over all its results.
+
+    Args:
+        source: ResultGrid, ExperimentAnalysis, experiment path or ExperimentView.
+        metric: The result key to draw (default: the experiment's metric).
+        mode: ``"min"``/``"max"``: with more than ``max_trials`` trials, the best ones
+            are drawn (default: the experiment's mode; else the first ones).
+        trial_ids: Draw these trials only.
+        x: ``"training_iteration"`` or ``"time_total_s"`` (any result key works).
+        max_trials: At most this many lines.
+        log_y: Logarithmic y axis.
+        smoothing: Exponential moving average weight in [0, 1) (0: raw values).
+
+    Raises:
+        ValueError: ``smoothing`` is outside [0, 1), an unknown trial id, or no metric.
+    """
+    if not 0 <= smoothing < 1:
+        raise ValueError(f"smoothing must be in [0, 1), got {smoothing!r}.")
+    view = as_view(source, metric, mode)
+    metric = require_metric(view, metric)
+    if trial_ids is not None:
+        trials = [view.trial(t) for t in trial_ids]
+    else:
+        ranked = scored(view, metric)
+        if view.mode and len(ranked) > max_trials:
+            ranked.sort(key=lambda p: p[1], reverse=view.mode == "max")
+        trials = [t for t, _ in ranked[:max_trials]]
+    go = plotly_go()
+    figure = go.Figure()
+    for trial in trials:
+        xs, ys = [], []
+        average = None
+        for result in view.history(trial.trial_id):
+            xv, yv = number(result.get(x)), number(result.get(metric))
+            if xv is None or yv is None:
+                continue
+            average = yv if average is None else smoothing * average + (1 - smoothing) * yv
+            xs.append(xv)
+            ys.append(average)
+        figure.add_trace(
+            go.Scatter(x=xs, y=ys, mode="lines+markers", name=trial.trial_id, marker={"size": 4})
+        )
+    figure.update_layout(
+        title=f"Learning curves: {metric}", xaxis_title=x, yaxis_title=metric, legend_title="trial"
+    )
+    if log_y:
+        figure.update_yaxes(type="log")
+    return figure
+
+
+def plot_parallel_coordinate(
+    source: Any,
+    metric: str | None = None,
+    mode: str | None = None,
+    *,
+    params: Sequence[str] | None = None,
+) -> Any:
+    """One line per trial across its config parameters and its last ``metric``.
+
+    Categorical parameters get one tick per category. Lines are coloured by the
+    metric (brighter is better when ``mode`` is known).
+
+    Raises:
+        ValueError: No trial reported ``metric``, or an unknown parameter in ``params``.
+    """
+    view = as_view(source, metric, mode)
+    metric = require_metric(view, metric)
+    pairs = scored(view, metric)
+    if not pairs:
+        raise ValueError(f"No trial of {view.path!r} reported a number for {metric!r} yet.")
+    trials = [t for t, _ in pairs]
+    names = list(params) if params is not None else param_names(trials)
+    known = {k for t in trials for k in t.config}
+    for name in names:
+        if name not in known:
+            raise ValueError(f"params: no config parameter {name!r}; known: {sorted(known)}.")
+    dimensions = []
+    for name in names:
+        values, categories = encode_param(trials, name)
+        dimension: dict[str, Any] = {"label": name, "values": values}
+        if categories is not None:
+            dimension["tickvals"] = list(range(len(categories)))
+            dimension["ticktext"] = categories
+        dimensions.append(dimension)
+    scores = [v for _, v in pairs]
+    dimensions.append({"label": metric, "values": scores})
+    go = plotly_go()
+    line = {
+        "color": scores,
+        "colorscale": "Viridis",
+        "showscale": True,
+        "reversescale": view.mode == "min",
+    }
+    figure = go.Figure(go.Parcoords(line=line, dimensions=dimensions))
+    figure.update_layout(title=f"Parallel coordinates: {metric}")
+    return figure
+
+
+def plot_optimization_history(
+    source: Any, metric: str | None = None, mode: str | None = None
+) -> Any:
+    """Each trial's last ``metric`` in creation order, with the best so far.
+
+    Raises:
+        ValueError: No mode is known (pass ``mode``), or no trial reported ``metric``.
+    """
+    view = as_view(source, metric, mode)
+    metric = require_metric(view, metric)
+    if view.mode not in ("min", "max"):
+        raise ValueError(
+            f"mode: the experiment {view.path!r} names no mode; pass mode='min' or 'max'."
+        )
+    pairs = scored(view, metric)
+    if not pairs:
+        raise ValueError(f"No trial of {view.path!r} reported a number for {metric!r} yet.")
+    best: list[float] = []
+    for _, value in pairs:
+        better = min if view.mode == "min" else max
+        best.append(value if not best else better(best[-1], value))
+    go = plotly_go()
+    order = list(range(len(pairs)))
+    figure = go.Figure()
+    figure.add_trace(
+        go.Scatter(
+            x=order,
+            y=[v for _, v in pairs],
+            mode="markers",
+            name=metric,
+            text=[t.trial_id for t, _ in pairs],
+        )
+    )
+    figure.add_trace(go.Scatter(x=order, y=best, mode="lines", name=f"best so far ({view.mode})"))
+    figure.update_layout(
+        title=f"Optimization history: {metric}", xaxis_title="trial (in order)", yaxis_title=metric
+    )
+    return figure
+
+
+def write_figure(figure: Any, path: str | os.PathLike[str]) -> None:
+    """Save ``figure``: ``.html`` embeds plotly.js (opens offline); ``.png``/``.svg``/``.pdf``
+    need the ``kaleido`` package and a Chrome it can drive.
+
+    Raises:
+        ValueError: Another file extension.
+    """
+    path = os.fspath(path)
+    extension = os.path.splitext(path)[1].lower()
+    if extension in (".html", ".htm"):
+        figure.write_html(path, include_plotlyjs=True, full_html=True)
+    elif extension in (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp"):
+        try:
+            import kaleido  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                f"output {path!r}: image export needs kaleido (pip install kaleido, which "
+                "also needs Chrome); write .html instead, which opens offline."
+            ) from None
+        figure.write_image(path)
+    else:
+        raise ValueError(f"output {path!r}: the file name must end in .html (or .png/.svg).")

@@ -1,0 +1,119 @@
+"""``fasttune.visualization`` figures and ``fasttune plot`` on real experiment folders."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import fasttune as tune
+from fasttune import visualization as vis
+from fasttune.cli import main
+
+pytest.importorskip("plotly")
+
+
+def histories(experiment: str) -> dict[str, list[dict]]:
+    out = {}
+    for name in os.listdir(experiment):
+        path = os.path.join(experiment, name, "result.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                lines = [json.loads(line) for line in f if line.strip()]
+            out[lines[-1]["trial_id"]] = lines
+    return out
+
+
+@pytest.mark.parametrize("kind", ["path", "analysis", "grid"])
+def test_learning_curves_draw_every_result(project, kind):
+    experiment = os.path.join(project, "asha")
+    source = {
+        "path": experiment,
+        "analysis": tune.ExperimentAnalysis(experiment),
+        "grid": tune.Tuner.restore(experiment, trainable=lambda c: None).get_results(),
+    }[kind]
+    figure = vis.plot_learning_curves(source, metric="score")
+    files = histories(experiment)
+    assert {trace.name for trace in figure.data} == set(files)
+    for trace in figure.data:
+        expected = files[trace.name]
+        assert list(trace.x) == [r["training_iteration"] for r in expected]
+        assert list(trace.y) == pytest.approx([r["score"] for r in expected])
+
+
+def test_learning_curves_options(project):
+    experiment = os.path.join(project, "asha")
+    files = histories(experiment)
+    best = sorted(files, key=lambda t: -files[t][-1]["score"])[:3]
+    figure = vis.plot_learning_curves(experiment, max_trials=3, log_y=True)  # metric from files
+    assert [t.name for t in figure.data] == best
+    assert figure.layout.yaxis.type == "log"
+    one = best[0]
+    smooth = vis.plot_learning_curves(experiment, trial_ids=[one], smoothing=0.5)
+    raw = [r["score"] for r in files[one]]
+    assert smooth.data[0].y[1] == pytest.approx(0.5 * raw[0] + 0.5 * raw[1])
+    with pytest.raises(ValueError, match=r"smoothing must be in \[0, 1\), got 1.5"):
+        vis.plot_learning_curves(experiment, smoothing=1.5)
+    with pytest.raises(KeyError, match="No trial 'nope'"):
+        vis.plot_learning_curves(experiment, trial_ids=["nope"])
+
+
+def test_parallel_coordinate_has_params_and_metric(project):
+    experiment = os.path.join(project, "asha")
+    figure = vis.plot_parallel_coordinate(experiment)
+    dimensions = {d.label: d for d in figure.data[0].dimensions}
+    assert set(dimensions) == {"lr", "opt", "score"}
+    assert sorted(dimensions["opt"].ticktext) == ["'adam'", "'sgd'"]
+    files = histories(experiment)
+    assert sorted(dimensions["score"].values) == pytest.approx(
+        sorted(r[-1]["score"] for r in files.values())
+    )
+
+
+def test_param_importances_find_the_parameter_that_matters(project):
+    # score = lr * iteration + (1 if adam): lr and opt matter, tag never varies
+    importances = vis.param_importances(os.path.join(project, "asha"), "score")
+    assert set(importances) == {"lr", "opt"}
+    assert sum(importances.values()) == pytest.approx(1.0)
+    assert importances["lr"] > 0.3
+    figure = vis.plot_param_importances(os.path.join(project, "asha"))
+    assert set(figure.data[0].y) == {"lr", "opt"}
+    # errors: x matters for loss; only the 3 finished trials... and x varies
+    assert list(vis.param_importances(os.path.join(project, "errors"))) == ["x"]
+
+
+def test_optimization_history_best_so_far(project):
+    experiment = os.path.join(project, "errors")
+    figure = vis.plot_optimization_history(experiment)
+    values = list(figure.data[0].y)
+    best = list(figure.data[1].y)
+    assert best == [min(values[: i + 1]) for i in range(len(values))]
+    assert len(values) == 5
+    figure = vis.plot_optimization_history(experiment, metric="acc", mode="max")
+    values, best = list(figure.data[0].y), list(figure.data[1].y)
+    assert best == [max(values[: i + 1]) for i in range(len(values))]
+
+
+def test_bad_sources_and_metrics(project, tmp_path):
+    with pytest.raises(TypeError, match="Pass a ResultGrid, an ExperimentAnalysis or an"):
+        vis.plot_learning_curves(42)
+    with pytest.raises(ValueError, match="No trial of .* reported a number for 'nope'"):
+        vis.plot_parallel_coordinate(os.path.join(project, "asha"), metric="nope")
+
+
+@pytest.mark.parametrize("kind", ["curves", "parallel", "importance", "history"])
+def test_plot_command_writes_offline_html(project, tmp_path, kind, capsys):
+    out = tmp_path / f"{kind}.html"
+    assert main(["plot", os.path.join(project, "asha"), "--kind", kind, "-o", str(out)]) == 0
+    html = out.read_text()
+    assert '<script src="http' not in html and "Plotly.newPlot" in html
+    assert len(html) > 1_000_000  # plotly.js embedded: opens offline
+
+
+def test_plot_command_errors(project, tmp_path, capsys):
+    experiment = os.path.join(project, "asha")
+    assert main(["plot", experiment, "-o", str(tmp_path / "x.txt")]) == 2
+    assert "must end in .html" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "x.html")]) == 2
+    assert "is not a fasttune experiment" in capsys.readouterr().err
