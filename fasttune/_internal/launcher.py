@@ -40,15 +40,14 @@ def next_checkpoint_index(trial: Trial) -> int:
 
 
 def resume_point(trial: Trial, restore_path: str | None) -> ResumePoint | None:
-    """Where a trial that reported before starts again (None for a first start).
+    """Where a trial that ran before starts again (None for a first start).
 
     From ``restore_path``'s checkpoint: the metrics it was registered with, else the
-    iteration its saved state records; from scratch (no checkpoint): iteration 0.
+    iteration its saved state records; from scratch (no checkpoint): iteration 0, when
+    it reported or left result files before (a driver killed before it recorded any).
     """
-    if not trial.last_result:
-        return None
     if not restore_path:
-        return ResumePoint(0, 0)
+        return ResumePoint(0, 0) if trial.last_result or _has_result_files(trial) else None
     manager = trial.checkpoint_manager
     metrics = None
     if manager is not None:
@@ -59,6 +58,20 @@ def resume_point(trial: Trial, restore_path: str | None) -> ResumePoint | None:
         metrics.setdefault(R.TRAINING_ITERATION, state.get("iteration", 0))
     iteration = int(metrics.get(R.TRAINING_ITERATION) or 0)
     return ResumePoint(iteration, int(metrics.get(R.TIMESTEPS_TOTAL) or iteration))
+
+
+def _has_result_files(trial: Trial) -> bool:
+    """Whether the trial wrote results before (a run killed before it recorded any)."""
+    trial_dir = trial.local_path
+    if not trial_dir:
+        return False  # a new trial: its directory is not even named yet
+    for name in (R.EXPR_RESULT_FILE, R.EXPR_PROGRESS_FILE):
+        try:
+            if os.path.getsize(os.path.join(trial_dir, name)) > 0:
+                return True
+        except OSError:
+            pass
+    return False
 
 
 def make_launch(

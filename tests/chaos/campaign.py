@@ -1,0 +1,158 @@
+"""Kill the driver of a chaos experiment at random moments until it finishes, then check
+what a user must be able to rely on.
+
+Run by the test suite with a few kills (tests/chaos/test_chaos.py) and by hand for a
+longer campaign::
+
+    python -m tests.chaos.campaign --kind random --kills 40 --seed 1
+    python -m tests.chaos.campaign --kind asha --kills 40
+
+Each round starts the driver in a new session (it restores when there is something to
+restore), waits a random moment, and SIGKILLs its whole process group (driver, fork
+server, workers). After the last round the experiment runs to the end undisturbed, and
+the checks compare it with an uninterrupted reference run of the same experiment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.chaos.experiments import ITERATIONS, NAME, TRIALS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass
+class Outcome:
+    """What one experiment ended with, read from its files and side logs."""
+
+    kills: int
+    finals: dict[str, int]  # config x -> last training_iteration
+    scores: dict[str, float]  # config x -> last score
+    problems: list[str] = field(default_factory=list)
+    reruns: int = 0  # iterations started more than once, over all trials
+    # Trials whose on_trial_complete callback ran other than once. Known gap (issue 12,
+    # journal-first state): a kill between a trial's TERMINATED record and the callback
+    # loses the notification; reported, not yet an invariant.
+    notifications_off: list[str] = field(default_factory=list)
+
+
+def _run_driver(kind: str, storage: str, side_dir: str, kill_after: float | None) -> bool:
+    """One driver process; True if it finished (not killed)."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.chaos.experiments", kind, storage, side_dir],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=kill_after)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return False
+    if proc.returncode != 0 or "finished" not in out:
+        raise AssertionError(f"the {kind} driver failed (exit {proc.returncode}):\n{err[-3000:]}")
+    return True
+
+
+def run_campaign(kind: str, kills: int, seed: int, workdir: str) -> Outcome:
+    """Kill the driver ``kills`` times at random moments, then let it finish."""
+    rng = random.Random(seed)
+    storage = os.path.join(workdir, "store")
+    side_dir = os.path.join(workdir, "side")
+    os.makedirs(side_dir)
+    done = 0
+    for _ in range(kills):
+        if _run_driver(kind, storage, side_dir, kill_after=rng.uniform(0.4, 1.5)):
+            break
+        done += 1
+    else:
+        _run_driver(kind, storage, side_dir, kill_after=None)
+    return check(kind, os.path.join(storage, NAME), side_dir, done)
+
+
+def check(kind: str, experiment: str, side_dir: str, kills: int) -> Outcome:
+    """The invariants every finished experiment must meet, whatever was killed."""
+    import fasttune as tune
+
+    grid = tune.Tuner.restore(experiment, trainable=_no_trainable).get_results()
+    outcome = Outcome(kills=kills, finals={}, scores={})
+    problems = outcome.problems
+    if len(grid) != TRIALS:
+        problems.append(f"{len(grid)} trials, expected {TRIALS}")
+    xs = [f"{r.config['x']:.6f}" for r in grid]
+    if len(set(xs)) != len(xs):
+        problems.append(f"a config ran twice: {sorted(xs)}")
+    completions = [
+        f"{json.loads(line)['x']:.6f}" for line in open(os.path.join(side_dir, "completions.jsonl"))
+    ]
+    outcome.notifications_off = sorted(x for x in xs if completions.count(x) != 1)
+    for result in grid:
+        x = f"{result.config['x']:.6f}"
+        if result.error is not None:
+            problems.append(f"trial x={x} errored: {result.error}")
+        lines = [json.loads(line) for line in open(os.path.join(result.path, "result.json"))]
+        iterations = [line["training_iteration"] for line in lines]
+        if iterations != list(range(1, len(iterations) + 1)):
+            problems.append(f"x={x}: result.json iterations {iterations}")
+        if any(line["counter"] != line["training_iteration"] for line in lines):
+            problems.append(f"x={x}: its own counter differs from training_iteration")
+        started = [int(n) for n in open(os.path.join(side_dir, f"{x}.log")).read().split()]
+        outcome.reruns += len(started) - len(set(started))
+        if sorted(set(started)) != list(range(1, max(started) + 1)):
+            problems.append(f"x={x}: started iterations {started} have a gap")
+        outcome.finals[x] = iterations[-1] if iterations else 0
+        outcome.scores[x] = lines[-1]["score"] if lines else float("nan")
+        if kind != "asha" and outcome.finals[x] != ITERATIONS:
+            problems.append(f"x={x}: ended at iteration {outcome.finals[x]}")
+    return outcome
+
+
+def _no_trainable(config: dict[str, Any]) -> None:  # only the results are read
+    raise AssertionError("not run")
+
+
+def reference(kind: str, workdir: str) -> Outcome:
+    """The same experiment, uninterrupted."""
+    return run_campaign(kind, kills=0, seed=0, workdir=workdir)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", default="random", choices=["random", "asha", "optuna"])
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    started = time.time()
+    with tempfile.TemporaryDirectory() as ref_dir, tempfile.TemporaryDirectory() as work:
+        expected = reference(args.kind, ref_dir)
+        outcome = run_campaign(args.kind, args.kills, args.seed, work)
+    same = outcome.finals == expected.finals and outcome.scores == expected.scores
+    print(
+        json.dumps(
+            {
+                "kind": args.kind,
+                "kills": outcome.kills,
+                "problems": outcome.problems,
+                "reruns": outcome.reruns,
+                "completion_callbacks_not_once": outcome.notifications_off,
+                "same_as_uninterrupted": same,
+                "seconds": round(time.time() - started, 1),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
