@@ -133,7 +133,7 @@ class ResultGrid:
                     "get_best_result(metric=..., mode=...) or set TuneConfig(metric=...). "
                     f"Reported metrics: {self._reported_metrics()}."
                 )
-            kinds = self._value_types(name)
+            kinds = self._value_types(name) if name else set()
             if kinds:
                 raise RuntimeError(
                     f"No best trial found for the metric {name!r}: its values are not numbers "
