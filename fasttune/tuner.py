@@ -381,12 +381,21 @@ def _move_earlier_run_aside(path: str) -> str:
 
 
 def _default_executor() -> Any:
-    """The local process executor, its first worker already starting (or the inline
-    executor when ``FASTTUNE_EXECUTOR=inline``)."""
+    """The local process executor, its first worker already starting; the inline
+    executor when ``FASTTUNE_EXECUTOR=inline``; the Ray executor when a Ray cluster
+    is chosen (``fasttune.init(address=...)``, ``FASTTUNE_ADDRESS``, or a ``ray.init()``
+    this process already made)."""
     if os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline":
         from fasttune.executors.inline import InlineExecutor
 
         return InlineExecutor()
+    from fasttune._support.cluster_address import ray_target
+
+    target = ray_target()
+    if target is not None:
+        from fasttune.executors.ray_executor import RayExecutor
+
+        return RayExecutor(target.address, init_kwargs=target.init_kwargs)
     from fasttune._support.supported_platform import require_local_workers
 
     require_local_workers()  # a clear error on Windows, before the fork server is imported

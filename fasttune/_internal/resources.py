@@ -28,6 +28,8 @@ from fasttune._support.resource_detection import (
     parse_visible_devices,
     shutdown,
 )
+from fasttune._support.resource_words import describe_amount as _label
+from fasttune._support.resource_words import format_number as _num
 from fasttune.execution.placement_groups import PlacementGroupFactory, normalize_resources
 from fasttune.executors.base import Allocation
 
@@ -42,26 +44,11 @@ __all__ = [
 ]
 
 _SCALE = 10_000  # resources are counted in 1/10000 of a unit, as in Ray
-_GIB = 1024**3
 
 
 # ------------------------------------------------------------------ accounting
 def _scale(name: str) -> int:
     return 1 if name == "memory" else _SCALE
-
-
-def _num(value: float) -> str:
-    """A number without a needless ``.0``: 8, 0.5."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _label(name: str, amount: float) -> str:
-    """``amount`` of ``name`` in words: "4 CPUs", "1 GPU", "2 of the custom resource 'TPU'"."""
-    if name == "memory":
-        return f"{_num(amount)} bytes ({amount / _GIB:.2f} GiB) of memory"
-    if name in ("CPU", "GPU"):
-        return f"{_num(amount)} {name}{'' if amount == 1 else 's'}"
-    return f"{_num(amount)} of the custom resource {name!r}"
 
 
 def _never_fits(name: str, asked: float, has: float, trial_name: str) -> str:

@@ -11,10 +11,9 @@ from fasttune.config import CheckpointConfig, FailureConfig
 from fasttune.executors.flow_control import FlowControl
 
 if TYPE_CHECKING:
-    from fasttune._internal.resources import ResourceManager
     from fasttune._internal.trial_factory import TrialFactory
     from fasttune.callback import CallbackList
-    from fasttune.executors.base import Executor
+    from fasttune.executors.base import Executor, ResourceAccounting
     from fasttune.schedulers.trial_scheduler import TrialScheduler
     from fasttune.search.search_algorithm import SearchAlgorithm
     from fasttune.stopper.stopper import Stopper
@@ -35,7 +34,7 @@ class RunSpec:
     search_alg: SearchAlgorithm
     scheduler: TrialScheduler
     executor: Executor
-    resource_manager: ResourceManager
+    resource_manager: ResourceAccounting
     trial_factory: TrialFactory
     callbacks: CallbackList
     stopper: Stopper | None = None

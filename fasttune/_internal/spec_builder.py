@@ -257,6 +257,7 @@ def build_run_spec(
     """
     from fasttune._internal.resources import ResourceManager
     from fasttune.callback import CallbackList
+    from fasttune.executors.base import Executor, ResourceAccounting
     from fasttune.stopper import make_stopper
 
     if not isinstance(param_space, dict):
@@ -292,7 +293,9 @@ def build_run_spec(
     from fasttune.logger.logger_callback import default_logger_callbacks
     from fasttune.progress import create_progress_callback
 
-    resource_manager = ResourceManager()
+    # An executor whose trials run elsewhere (a Ray cluster) answers for its resources.
+    own = executor.resource_manager() if isinstance(executor, Executor) else None
+    resource_manager: ResourceAccounting = own if own is not None else ResourceManager()
     callbacks = list(run_config.callbacks or [])
     callbacks += default_logger_callbacks(callbacks)
     progress = create_progress_callback(

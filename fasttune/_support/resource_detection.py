@@ -4,6 +4,8 @@
 ``fasttune.init``, like ``ray.init(num_cpus=...)``) and ``FASTTUNE_*`` environment
 variables override them. Overrides are validated here, with messages that name
 the argument or variable; :mod:`fasttune._internal.resources` does the accounting.
+:func:`init` also takes a Ray cluster's ``address``, recorded by
+:mod:`fasttune._support.cluster_address`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Mapping
 from numbers import Real
 from pathlib import Path
 from typing import Any
+
+from fasttune._support.cluster_address import LOCAL, check_address, require_ray, set_address
 
 __all__ = [
     "detect_gpu_ids",
@@ -39,8 +43,7 @@ _QUIET_RAY_ARGS = frozenset(
 )  # fmt: skip
 # ... or accepted with a warning, since the user expects them to do something.
 _IGNORED_RAY_ARGS = frozenset(
-    {"address", "object_store_memory", "local_mode", "labels", "job_config", "runtime_env",
-     "storage"}
+    {"object_store_memory", "local_mode", "labels", "job_config", "runtime_env", "storage"}
 )  # fmt: skip
 
 _init_overrides: dict[str, float] | None = None
@@ -121,29 +124,45 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, float]:
 
 # ------------------------------------------------------------------ init / shutdown
 def init(
+    address: str | None = None,
+    *,
     num_cpus: float | None = None,
     num_gpus: int | None = None,
     memory: float | None = None,
     resources: Mapping[str, float] | None = None,
     **ray_kwargs: Any,
 ) -> None:
-    """Declare this process's resources, as ``ray.init(num_cpus=...)`` does.
+    """Choose where trials run and declare this machine's resources, as ``ray.init`` does.
 
-    Arguments left as None are detected (or read from ``FASTTUNE_NUM_CPUS``,
-    ``FASTTUNE_NUM_GPUS``, ``FASTTUNE_MEMORY``, ``FASTTUNE_RESOURCES``, which these
-    arguments override). A second call replaces the first.
+    Without ``address``, trials run in worker processes of this machine, whose
+    resources are detected; arguments left as None are detected (or read from
+    ``FASTTUNE_NUM_CPUS``, ``FASTTUNE_NUM_GPUS``, ``FASTTUNE_MEMORY``,
+    ``FASTTUNE_RESOURCES``, which these arguments override). A second call replaces
+    the first.
+
+    With a Ray ``address`` (or ``FASTTUNE_ADDRESS``), trials run as actors on that
+    Ray cluster, whose resources are the cluster's. If this process already called
+    ``ray.init()``, that connection is used (and left open); otherwise ``Tuner.fit``
+    connects and disconnects at its end. Ray is imported only then.
 
     Args:
-        num_cpus: CPUs trials may use together (fractions allowed).
-        num_gpus: Whole number of GPUs; more than exist gives ids "0".."N-1".
-        memory: Bytes of memory trials may ask for together.
-        resources: Custom resources, e.g. ``{"TPU": 4}``.
-        **ray_kwargs: Other ``ray.init`` arguments, accepted and ignored (with a
-            warning for those that need a cluster, such as ``address``).
+        address: ``"auto"`` (the cluster this machine belongs to), ``"ray://host:10001"``
+            (Ray Client), ``"host:6379"``, or ``"local"`` to force local worker processes
+            even when ``FASTTUNE_ADDRESS`` is set or Ray is connected.
+        num_cpus: CPUs trials may use together (fractions allowed); local only.
+        num_gpus: Whole number of GPUs; more than exist gives ids "0".."N-1"; local only.
+        memory: Bytes of memory trials may ask for together; local only.
+        resources: Custom resources, e.g. ``{"TPU": 4}``; local only.
+        **ray_kwargs: Other ``ray.init`` arguments. With a Ray address they are passed to
+            ``ray.init`` (``namespace``, ``runtime_env``...); locally they are ignored
+            (with a warning for those that need a cluster, such as ``runtime_env``).
 
     Raises:
-        ValueError: If an amount is negative, not a number, or GPUs are fractional.
+        ValueError: If an amount is negative, not a number, or GPUs are fractional;
+            if the address is not a non-empty string; if resources are declared
+            together with a Ray address (the cluster has its own).
         TypeError: For an argument ``ray.init`` does not have either.
+        MissingDependencyError: For a Ray address when ``ray`` is not installed.
 
     Example:
         >>> init(num_cpus=2, num_gpus=0)
@@ -157,9 +176,27 @@ def init(
     )
     if unknown:
         raise TypeError(
-            f"fasttune.init() got unexpected keyword arguments {unknown}; it takes num_cpus, "
-            "num_gpus, memory and resources (and ignores other ray.init arguments)."
+            f"fasttune.init() got unexpected keyword arguments {unknown}; it takes address, "
+            "num_cpus, num_gpus, memory and resources (and other ray.init arguments)."
         )
+    if address is not None:
+        address = check_address("fasttune.init(address=...)", address)
+    if address is not None and address != LOCAL:
+        given = {"num_cpus": num_cpus, "num_gpus": num_gpus, "memory": memory}
+        declared = [k for k, v in given.items() if v is not None]
+        if resources:
+            declared.append("resources")
+        if declared:
+            raise ValueError(
+                f"fasttune.init(address={address!r}) runs trials on a Ray cluster, whose "
+                f"resources are the cluster's, so {declared} cannot be given with it. "
+                "Declare them where the cluster's nodes start (ray start --num-cpus=... "
+                "--num-gpus=... --resources='{...}'), or use address='local'."
+            )
+        require_ray(f"fasttune.init(address={address!r})")
+        _init_overrides = {}
+        set_address(address, ray_kwargs)
+        return
     ignored = sorted(k for k in ray_kwargs if k in _IGNORED_RAY_ARGS and ray_kwargs[k])
     if ignored:
         warnings.warn(
@@ -174,12 +211,14 @@ def init(
     }
     checked.update(_check_custom("fasttune.init(resources=...)", resources or {}))
     _init_overrides = checked
+    set_address(address, {})
 
 
 def shutdown() -> None:
-    """Forget the resources declared with :func:`init`."""
+    """Forget the address and resources declared with :func:`init`."""
     global _init_overrides
     _init_overrides = None
+    set_address(None, {})
 
 
 def is_initialized() -> bool:

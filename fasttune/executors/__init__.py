@@ -3,6 +3,7 @@
 - :class:`LocalExecutor`: each trial in a worker process forked from a server
   that has fasttune imported.
 - :class:`InlineExecutor`: trials inside the driver process (tests, debugging).
+- :class:`RayExecutor`: each trial in a Ray actor on a Ray cluster (needs ``ray``).
 """
 
 import importlib
@@ -20,7 +21,11 @@ from fasttune.executors.base import (
     TrialStopped,
 )
 
-_LAZY = {"InlineExecutor": "fasttune.executors.inline", "LocalExecutor": "fasttune.executors.local"}
+_LAZY = {
+    "InlineExecutor": "fasttune.executors.inline",
+    "LocalExecutor": "fasttune.executors.local",
+    "RayExecutor": "fasttune.executors.ray_executor",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -35,6 +40,7 @@ __all__ = [
     "Executor",
     "InlineExecutor",
     "LocalExecutor",
+    "RayExecutor",
     "TrialFailed",
     "TrialLaunch",
     "TrialResults",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from fasttune.executors.flow_control import BUFFER_TIME_S, LOOKAHEAD_S, MAX_BUFFER_LENGTH
 from fasttune.storage.mirror import StorageMirror
@@ -148,6 +148,38 @@ class TrialStopped(Event):
 
 
 # ---------------------------------------------------------------------- interface
+class ResourceAccounting(Protocol):
+    """What the controller asks about resources: does a trial's request fit, now or ever.
+
+    Requests are :class:`~fasttune.execution.placement_groups.PlacementGroupFactory`
+    objects. Locally the controller counts this machine's resources
+    (``fasttune._internal.resources.ResourceManager``); an executor whose trials run
+    elsewhere answers for its cluster (:meth:`Executor.resource_manager`).
+    """
+
+    @property
+    def total(self) -> dict[str, float]:
+        """All resources trials could get (``CPU``, ``GPU``, ``memory`` always present)."""
+        ...
+
+    def check_fits(self, pgf: Any, trial_name: str = "") -> None:
+        """Raise ``ValueError`` (saying what to change) if the request can never fit."""
+
+    def can_allocate(self, pgf: Any) -> bool:
+        """True if the request fits now."""
+        ...
+
+    def try_allocate(self, trial_id: str, pgf: Any) -> Allocation | None:
+        """Reserve the request for ``trial_id`` if it fits now, else None."""
+
+    def release(self, trial_id: str) -> Allocation | None:
+        """Free what ``trial_id`` holds; returns it (None if it held nothing)."""
+
+    def usage_string(self) -> str:
+        """Usage in Ray's words: ``"Logical resource usage: 2.0/8 CPUs, 0/0 GPUs"``."""
+        ...
+
+
 class Executor(abc.ABC):
     """Runs trials; see the module docstring for the flow-control contract."""
 
@@ -186,3 +218,8 @@ class Executor(abc.ABC):
     def num_running(self) -> int:
         """Trials started and not yet stopped."""
         return 0
+
+    def resource_manager(self) -> ResourceAccounting | None:
+        """The executor's own resource accounting, or None (the default): the
+        controller then counts this machine's resources itself."""
+        return None

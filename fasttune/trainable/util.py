@@ -19,6 +19,22 @@ from fasttune.trainable.trainable import Trainable
 
 _loaded_parameters: dict[str, dict[str, Any]] = {}
 _store_dir: str | None = None
+# Set by an executor whose workers cannot read this machine's files (Ray): called once
+# per store with its objects, it returns a picklable loader whose ``load()`` gives them
+# back in any worker.
+_share: Callable[[dict[str, Any]], Any] | None = None
+
+
+def share_parameters_with(share: Callable[[dict[str, Any]], Any] | None) -> None:
+    """Make :func:`with_parameters` objects travel through ``share`` (None: a local file).
+
+    The Ray executor passes a function that puts the objects in Ray's object store
+    once and returns a loader (picklable, with a ``load()`` method) that fetches them
+    in each actor; the local executors leave it unset, and the objects are written
+    once to a file that workers of this machine read.
+    """
+    global _share
+    _share = share
 
 
 def _parameter_store_dir() -> str:
@@ -34,25 +50,37 @@ class ParameterStore:
 
     In the creating process the objects are held by reference. When the store is
     pickled (to reach a worker process), the objects are written once to a file and
-    only the file's path travels; each process loads them once and caches them.
+    only the file's path travels; each process loads them once and caches them. Under
+    an executor that set :func:`share_parameters_with` (Ray), they are shared through
+    it once instead, and only its loader travels.
     """
 
     def __init__(self, objects: dict[str, Any]):
         self.key = uuid.uuid4().hex
         self._objects: dict[str, Any] | None = objects
         self._path: str | None = None
+        self._loader: Any = None
+        self._shared_by: Any = None  # the share function the loader came from
 
     def get(self) -> dict[str, Any]:
         if self._objects is not None:
             return self._objects
         cached = _loaded_parameters.get(self.key)
         if cached is None:
-            assert self._path is not None
-            with open(self._path, "rb") as f:
-                cached = _loaded_parameters[self.key] = cloudpickle.load(f)
+            if self._loader is not None:
+                cached = self._loader.load()
+            else:
+                assert self._path is not None
+                with open(self._path, "rb") as f:
+                    cached = cloudpickle.load(f)
+            _loaded_parameters[self.key] = cached
         return cached
 
     def __getstate__(self) -> dict[str, Any]:
+        if _share is not None:
+            if self._loader is None or self._shared_by is not _share:
+                self._loader, self._shared_by = _share(self.get()), _share
+            return {"key": self.key, "loader": self._loader}
         if self._path is None:
             path = os.path.join(_parameter_store_dir(), f"{self.key}.pkl")
             atomic_write_bytes(path, cloudpickle.dumps(self.get()))
@@ -61,7 +89,9 @@ class ParameterStore:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.key = state["key"]
-        self._path = state["path"]
+        self._path = state.get("path")
+        self._loader = state.get("loader")
+        self._shared_by = None
         self._objects = _loaded_parameters.get(self.key)
 
 

@@ -203,8 +203,8 @@ def test_init_rejects_bad_values(kwargs, match):
 def test_init_accepts_ray_arguments(recwarn):
     resources.init(num_cpus=1, ignore_reinit_error=True, log_to_driver=False, _temp_dir="/x")
     assert len(recwarn) == 0
-    with pytest.warns(UserWarning, match=r"ignores \['address'\]"):
-        resources.init(num_cpus=1, address="auto")
+    with pytest.warns(UserWarning, match=r"ignores \['runtime_env'\]"):
+        resources.init(num_cpus=1, runtime_env={"pip": ["x"]})
     with pytest.raises(TypeError, match="num_cpu"):
         resources.init(num_cpu=4)
 

@@ -1,0 +1,60 @@
+"""The Ray executor's connection: the one this process has, or one it opens and closes.
+
+Like SMAC3's Dask runner, the executor accepts a connection the user already opened
+with ``ray.init(...)`` and never closes it; a connection it opened itself it closes
+when it shuts down. Ray is imported here and nowhere at ``import fasttune``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+from fasttune._support.cluster_address import require_ray
+from fasttune._support.imports import import_optional
+
+
+def import_ray(where: str = "The Ray executor") -> ModuleType:
+    """``ray``, or a :class:`~fasttune._support.imports.MissingDependencyError` with the
+    ``pip install "fasttune[ray]"`` line."""
+    require_ray(where)
+    return import_optional("ray", extra="ray", feature=where)
+
+
+class RayConnection:
+    """A connection to a Ray cluster, opened on construction.
+
+    Args:
+        address: Passed to ``ray.init(address=...)`` when this process is not connected
+            yet: ``"auto"``, ``"ray://host:10001"``, ``"host:6379"``, or None to start a
+            Ray instance on this machine (as ``ray.init()`` does).
+        init_kwargs: Further ``ray.init`` arguments, for a connection opened here.
+
+    Raises:
+        ConnectionError: If no cluster answers at ``address``, saying how to start one.
+    """
+
+    def __init__(self, address: str | None, init_kwargs: Mapping[str, Any] | None = None):
+        ray = import_ray()
+        self.ray = ray
+        self.owned = not ray.is_initialized()
+        self.address = address
+        if not self.owned:
+            return  # the user's connection: used as it is, never closed here
+        try:
+            ray.init(address=address, **dict(init_kwargs or {}))
+        except ConnectionError as exc:
+            raise ConnectionError(
+                f"fasttune could not connect to a Ray cluster at address={address!r}: {exc} "
+                "Start one on this machine with `ray start --head` (then use address='auto'), "
+                "pass the address of a running cluster ('ray://<head>:10001' through Ray "
+                "Client, '<head>:6379' from one of its nodes), or use address='local' for "
+                "this machine's worker processes."
+            ) from exc
+
+    def close(self) -> None:
+        """Disconnect if this object opened the connection (idempotent)."""
+        if self.owned and self.ray.is_initialized():
+            self.ray.shutdown()
+        self.owned = False
