@@ -21,6 +21,7 @@ from fasttune.schedulers import ASHAScheduler, PopulationBasedTraining
 
 
 def failing(config: dict[str, Any]) -> None:
+    print(f"training with x={config['x']}")
     for i in range(1, 6):
         if config["x"] > 0.8 and i == 3:
             raise ValueError(f"x={config['x']} is too large")
@@ -55,7 +56,9 @@ def make_project(root: str) -> str:
             failing,
             param_space={"x": tune.grid_search([0.1, 0.3, 0.5, 0.9, 0.95]), "tag": "a"},
             tune_config=tune.TuneConfig(metric="loss", mode="min"),
-            run_config=tune.RunConfig(storage_path=root, name="errors", verbose=0),
+            run_config=tune.RunConfig(
+                storage_path=root, name="errors", verbose=0, log_to_file=True
+            ),
         ).fit()
         tune.Tuner(
             curve,

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from fasttune import result as R
-from fasttune.cli import _table as table
+from fasttune.results import rows as table
 from fasttune.results.experiment_view import (
     ExperimentView,
     NotAnExperimentError,

@@ -25,6 +25,7 @@ from fasttune.storage.filesystem import FileSystem, get_fs_and_path
 from fasttune.utils.util import flatten_dict
 
 STATE_FILE = "experiment_state.json"
+FINISHED = frozenset({"TERMINATED", "ERROR"})
 _NOT_METRICS = frozenset({R.CONFIG, "hostname", "node_ip", "date", R.TRIAL_ID, "experiment_tag"})
 
 
@@ -104,6 +105,8 @@ class ExperimentView:
     mode: str | None = None
     trials: list[TrialSummary] = field(default_factory=list)
     fs: FileSystem = field(init=False, repr=False)
+    _records: list[Any] = field(init=False, repr=False, default_factory=list)
+    _stamp: Any = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         if self.mode not in (None, "min", "max"):
@@ -118,6 +121,10 @@ class ExperimentView:
         meta = self._meta()
         self.metric = self.metric or meta.get("metric")
         self.mode = self.mode or meta.get("mode")
+        self._load()
+
+    def _load(self) -> None:
+        self._stamp = self._state_stamp()
         try:
             analysis = ExperimentAnalysis(self.path)
         except (FileNotFoundError, ValueError) as e:
@@ -125,7 +132,33 @@ class ExperimentView:
                 f"{self.path!r} is not a fasttune experiment: {e} "
                 "Pass an experiment folder, <storage_path>/<name>."
             ) from None
-        self.trials = [self._summary(t) for t in analysis.trials]
+        self._records = list(analysis.trials)
+        self.trials = [self._summary(t) for t in self._records]
+
+    def refresh(self) -> None:
+        """Read what changed since the last read: everything if the state files changed
+        (a trial added, started, finished), else the unfinished trials' results only."""
+        stamp = self._state_stamp()
+        if stamp is None or stamp != self._stamp:
+            self._load()
+            return
+        for i, trial in enumerate(self.trials):
+            if trial.status not in FINISHED:
+                self.trials[i] = self._summary(self._records[i])
+
+    def _state_stamp(self) -> tuple[Any, ...] | None:
+        """Size and mtime of the local state files (None for remote folders)."""
+        if not self.fs.is_local:
+            return None
+        stamp: list[tuple[int, int] | None] = []
+        for name in (STATE_FILE, "experiment_state.journal", "trial_states.jsonl"):
+            try:
+                info = os.stat(os.path.join(self._fs_path, name))
+            except OSError:
+                stamp.append(None)
+            else:
+                stamp.append((info.st_mtime_ns, info.st_size))
+        return tuple(stamp)
 
     # ------------------------------------------------------------------ reading
     def _meta(self) -> dict[str, Any]:

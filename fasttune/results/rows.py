@@ -1,4 +1,5 @@
-"""Rows of a table: Ray Tune's ``tune ls`` filtering, sorting, printing and saving."""
+"""Rows of a table (one per trial or experiment): Ray Tune's `tune ls` filtering and sorting,
+printing and saving; shared by the command line and the dashboard."""
 
 from __future__ import annotations
 

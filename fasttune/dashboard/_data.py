@@ -1,0 +1,197 @@
+"""What the dashboard's JSON endpoints answer, read from the experiment folders."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from typing import Any
+
+from fasttune import result as R
+from fasttune.dashboard._security import confine
+from fasttune.results import rows as table
+from fasttune.results.experiment_view import (
+    ExperimentView,
+    TrialSummary,
+    find_experiments,
+    is_experiment,
+)
+from fasttune.storage.filesystem import LocalFileSystem
+
+REFRESH_S = 1.0  # a view is re-read at most this often (live updates within ~2 s)
+LOG_TAIL = 64 * 1024
+LOG_NAMES = ("stdout", "stderr")
+STATUSES = ("RUNNING", "PENDING", "PAUSED", "TERMINATED", "ERROR")
+
+
+def clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf become None; other odd values their text."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return str(value)
+
+
+class Experiments:
+    """The experiments under the served folder, each read once and refreshed cheaply."""
+
+    def __init__(self, root: str):
+        self.root = os.path.realpath(os.path.expanduser(root))
+        self._views: dict[str, tuple[ExperimentView, float]] = {}
+        self._lock = threading.Lock()
+
+    def ids(self) -> list[str]:
+        """Experiment ids: paths relative to the root (``"."`` for the root itself)."""
+        return [os.path.relpath(p, self.root) for p in find_experiments(self.root)]
+
+    def view(self, exp: str) -> ExperimentView:
+        """The (refreshed) view of experiment ``exp``.
+
+        Raises:
+            OutsideRootError: ``exp`` is not inside the root.
+            LookupError: ``exp`` is not an experiment.
+        """
+        path = self.root if exp == "." else confine(self.root, exp)
+        if not is_experiment(LocalFileSystem(), path):
+            raise LookupError(f"no experiment {exp!r} under the served folder")
+        with self._lock:
+            cached = self._views.get(path)
+            now = time.monotonic()
+            if cached is None:
+                view = ExperimentView(path)
+            else:
+                view = cached[0]
+                if now - cached[1] >= REFRESH_S:
+                    view.refresh()
+                else:
+                    return view
+            self._views[path] = (view, now)
+            return view
+
+
+def experiment_summary(exp: str, view: ExperimentView) -> dict[str, Any]:
+    counts = view.status_counts()
+    best = view.best_trial()
+    return {
+        "id": exp,
+        "name": view.name if exp != "." else os.path.basename(view.path),
+        "total": len(view.trials),
+        "counts": {s: counts.get(s, 0) for s in STATUSES},
+        "metric": view.metric,
+        "mode": view.mode,
+        "best": clean(best.last_result.get(view.metric)) if best and view.metric else None,
+        "best_trial": best.trial_id if best else None,
+        "start_time": view.start_time(),
+        "last_update": view.last_update(),
+    }
+
+
+def experiment_detail(exp: str, view: ExperimentView) -> dict[str, Any]:
+    summary = experiment_summary(exp, view)
+    summary["metrics"] = view.metrics()
+    summary["params"] = list(dict.fromkeys(k for t in view.trials for k in t.config))
+    return summary
+
+
+def trial_row(trial: TrialSummary, metric: str | None, params: list[str]) -> dict[str, Any]:
+    row = {
+        "trial_id": trial.trial_id,
+        "status": trial.status,
+        "iterations": trial.iterations,
+        "time_total_s": trial.last_result.get(R.TIME_TOTAL_S),
+        "node": trial.last_result.get("hostname"),
+        "metric": trial.last_result.get(metric) if metric else None,
+    }
+    row.update({f"config/{p}": trial.config.get(p) for p in params})
+    return row
+
+
+def trials_page(
+    view: ExperimentView,
+    *,
+    offset: int,
+    limit: int,
+    sort: str | None,
+    desc: bool,
+    query: str,
+    status: str,
+    metric: str | None,
+) -> dict[str, Any]:
+    """One page of the trials table, sorted and filtered on the server.
+
+    ``query``: a ``"column op value"`` filter (``"metric < 0.5"``) or text to look
+    for in the trial id and config.
+    """
+    metric = metric or view.metric
+    params = list(dict.fromkeys(k for t in view.trials for k in t.config))[:8]
+    rows = [trial_row(t, metric, params) for t in view.trials]
+    if status:
+        rows = [r for r in rows if r["status"] == status]
+    query = query.strip()
+    if query:
+        if any(op in query for op in "<>=!"):
+            rows = table.apply_filter(rows, query)
+        else:
+            needle = query.lower()
+            rows = [r for r in rows if needle in " ".join(map(str, r.values())).lower()]
+    if sort:
+        rows = table.apply_sort(rows, [sort], desc) if rows else rows
+    return {
+        "total": len(rows),
+        "offset": offset,
+        "columns": ["trial_id", "status", "iterations", "metric", "time_total_s", "node"]
+        + [f"config/{p}" for p in params],
+        "metric": metric,
+        "rows": clean(rows[offset : offset + limit]),
+    }
+
+
+def curves(view: ExperimentView, ids: list[str], metric: str, x: str) -> dict[str, Any]:
+    traces = []
+    for trial_id in ids:
+        xs, ys = [], []
+        for result in view.history(trial_id):
+            xv, yv = result.get(x), result.get(metric)
+            if isinstance(xv, (int, float)) and isinstance(yv, (int, float)):
+                xs.append(xv)
+                ys.append(yv)
+        traces.append({"id": trial_id, "x": clean(xs), "y": clean(ys)})
+    return {"metric": metric, "x": x, "traces": traces}
+
+
+def _tail(path: str) -> str | None:
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - LOG_TAIL))
+        return f.read().decode("utf-8", "replace")
+
+
+def trial_detail(view: ExperimentView, trial_id: str) -> dict[str, Any]:
+    trial = view.trial(trial_id)
+    folder = trial.path or ""
+    logs = {name: _tail(os.path.join(folder, name)) for name in LOG_NAMES}
+    return clean(
+        {
+            "trial_id": trial.trial_id,
+            "name": trial.name,
+            "status": trial.status,
+            "path": trial.path,
+            "config": trial.config,
+            "last_result": trial.last_result,
+            "history": view.history(trial_id),
+            "checkpoints": [os.path.join(folder, c) for c in trial.checkpoints],
+            "logs": logs,
+            "error": view.error_text(trial_id),
+            "metric": view.metric,
+            "metrics": sorted(
+                k for k, v in trial.last_result.items() if isinstance(v, (int, float))
+            ),
+        }
+    )
