@@ -13,6 +13,7 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._support.process_info import SysUsageMonitor
+from fasttune._support.result_values import plain_result
 from fasttune.checkpoint import Checkpoint
 from fasttune.trainable import _checkpoint_staging as staging
 from fasttune.trainable import checkpoint_io as ckpt_io
@@ -137,7 +138,9 @@ class Trainable:
             )
         if R.RESULT_DUPLICATE in result:
             return result
-        return self._complete_result(dict(result), start)
+        # numpy / torch / Decimal numbers become Python numbers here, once, for every
+        # consumer downstream (files, schedulers, searchers, stoppers).
+        return self._complete_result(plain_result(result), start)
 
     def _complete_result(self, result: dict[str, Any], start: float) -> dict[str, Any]:
         self._iteration += 1

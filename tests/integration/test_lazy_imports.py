@@ -1,0 +1,60 @@
+"""The integrations import their library only when their own module is imported.
+
+``import fasttune`` and the packages that hold the integrations import none of the
+heavy libraries, and a missing library names the extra to install.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+HEAVY = ("xgboost", "lightgbm", "lightning", "pytorch_lightning", "torch", "mlflow", "wandb")
+
+
+def _run(code: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_packages_import_no_heavy_library() -> None:
+    imported = _run(
+        f"""
+        import sys
+        import fasttune, fasttune.integration, fasttune.air, fasttune.air.integrations
+        import fasttune.train
+        from fasttune.train import Checkpoint, RunConfig, report
+        from fasttune import RunConfig, TuneConfig, Tuner
+        print([m for m in {HEAVY!r} if m in sys.modules])
+        """
+    )
+    assert imported == "[]"
+
+
+@pytest.mark.parametrize(
+    ("module", "library", "extra"),
+    [
+        ("fasttune.integration.xgboost", "xgboost", "xgboost"),
+        ("fasttune.integration.lightgbm", "lightgbm", "lightgbm"),
+        ("fasttune.integration.pytorch_lightning", "pytorch_lightning", "lightning"),
+    ],
+)
+def test_missing_library_names_the_extra(module: str, library: str, extra: str) -> None:
+    message = _run(
+        f"""
+        import sys
+        for name in ({library!r}, "lightning", "lightning.pytorch"):
+            sys.modules[name] = None  # as if not installed
+        try:
+            import {module}
+        except ImportError as e:
+            print(e)
+        """
+    )
+    assert f'pip install "fasttune[{extra}]"' in message, message
