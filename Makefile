@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean browser
 
 # torch (the CPU wheel in /opt/wheels) is there only for the tests that check the default
 # loggers never import it; pinned in the same resolve as the test extras, so that no package
@@ -24,7 +24,17 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: $(STAMP) lint
+# The dashboard's browser tests drive Debian's chromium + chromium-driver: installed here
+# once, where apt-get can (root, or password-less sudo); elsewhere those tests skip, saying so.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif ! command -v apt-get >/dev/null; then echo "no apt-get: the browser tests will skip"; \
+	else SUDO=; [ "$$(id -u)" = 0 ] || SUDO="sudo -n"; \
+	  ( $$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+	    chromium chromium-driver ) || echo "could not install chromium: the browser tests will skip"; \
+	fi
+
+test: $(STAMP) lint browser
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

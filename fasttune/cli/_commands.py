@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -161,9 +160,9 @@ def show(args: argparse.Namespace) -> int:
             _out("  config:")
             for key, val in best.config.items():
                 _out(f"    {key}: {val!r}")
-            if best.checkpoints and best.path:
-                latest = os.path.join(best.path, best.checkpoints[-1])
-                _out(f"  checkpoint: {latest} (latest of {len(best.checkpoints)})")
+            checkpoints = view.checkpoints(best.trial_id)
+            if checkpoints:
+                _out(f"  checkpoint: {checkpoints[-1]} (latest of {len(checkpoints)})")
             else:
                 _out("  checkpoint: none")
     errored = [t for t in view.trials if t.error_file]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Any
 
 from fasttune._support.imports import import_optional
@@ -54,6 +55,7 @@ def create_app(root: str, token: str | None = None) -> Any:
             "experiments (a storage_path) or one experiment folder."
         )
     experiments = data.Experiments(root)
+    threading.Thread(target=experiments.warm, name="fasttune-dashboard-warm", daemon=True).start()
 
     def answer(fn: Any) -> Any:
         async def endpoint(request: Any) -> Response:
@@ -141,7 +143,8 @@ def create_app(root: str, token: str | None = None) -> Any:
     async def plotly_js(request: Any) -> Response:
         plotly = import_optional("plotly", extra="dashboard", feature="the dashboard's charts")
         path = os.path.join(os.path.dirname(str(plotly.__file__)), "package_data", "plotly.min.js")
-        return FileResponse(path, media_type="text/javascript")
+        cache = {"Cache-Control": "public, max-age=86400"}  # fixed for an installed plotly
+        return FileResponse(path, media_type="text/javascript", headers=cache)
 
     async def app_js(request: Any) -> Response:
         return FileResponse(os.path.join(STATIC, "dashboard.js"), media_type="text/javascript")

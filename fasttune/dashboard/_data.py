@@ -46,6 +46,14 @@ class Experiments:
         self._views: dict[str, tuple[ExperimentView, float]] = {}
         self._lock = threading.Lock()
 
+    def warm(self) -> None:
+        """Read every experiment once (run in the background when the server starts)."""
+        for exp in self.ids():
+            try:
+                self.view(exp)
+            except (LookupError, ValueError, OSError):
+                continue
+
     def ids(self) -> list[str]:
         """Experiment ids: paths relative to the root (``"."`` for the root itself)."""
         return [os.path.relpath(p, self.root) for p in find_experiments(self.root)]
@@ -143,6 +151,7 @@ def trials_page(
     if sort:
         rows = table.apply_sort(rows, [sort], desc) if rows else rows
     return {
+        "summary": clean(experiment_summary(".", view)),
         "total": len(rows),
         "offset": offset,
         "columns": ["trial_id", "status", "iterations", "metric", "time_total_s", "node"]
@@ -186,7 +195,7 @@ def trial_detail(view: ExperimentView, trial_id: str) -> dict[str, Any]:
             "config": trial.config,
             "last_result": trial.last_result,
             "history": view.history(trial_id),
-            "checkpoints": [os.path.join(folder, c) for c in trial.checkpoints],
+            "checkpoints": view.checkpoints(trial_id),
             "logs": logs,
             "error": view.error_text(trial_id),
             "metric": view.metric,

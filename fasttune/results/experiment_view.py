@@ -51,7 +51,6 @@ class TrialSummary:
     last_update: float | None = None
     num_failures: int = 0
     error_file: str | None = None
-    checkpoints: tuple[str, ...] = ()
 
     @property
     def iterations(self) -> int:
@@ -107,6 +106,7 @@ class ExperimentView:
     fs: FileSystem = field(init=False, repr=False)
     _records: list[Any] = field(init=False, repr=False, default_factory=list)
     _stamp: Any = field(init=False, repr=False, default=None)
+    _index: dict[str, int] | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         if self.mode not in (None, "min", "max"):
@@ -134,6 +134,7 @@ class ExperimentView:
             ) from None
         self._records = list(analysis.trials)
         self.trials = [self._summary(t) for t in self._records]
+        self._index = None
 
     def refresh(self) -> None:
         """Read what changed since the last read: everything if the state files changed
@@ -170,36 +171,42 @@ class ExperimentView:
         return meta if isinstance(meta, dict) else {}
 
     def _summary(self, trial: Any) -> TrialSummary:
+        status = getattr(trial.status, "value", str(trial.status))
         path = trial.local_path
         last = None
-        update = None
-        if path:
+        if path and (status not in FINISHED or not trial.last_result):
+            # A trial still running has results beyond its state record; a finished
+            # one's record holds its last result (one file read less per trial).
             try:
                 last = files.read_last_result(self.fs, path)
             except ValueError:
                 last = None
-            if self.fs.is_local:
-                try:
-                    update = os.path.getmtime(os.path.join(path, R.EXPR_RESULT_FILE))
-                except OSError:
-                    update = None
         if last is None:
             last = trial.last_result or {}
         flat = flatten_dict({k: v for k, v in last.items() if k != R.CONFIG})
-        checkpoints = tuple(files.checkpoint_dir_names(self.fs, path)) if path else ()
+        stamp = files.as_number(flat.get(R.TIMESTAMP))
+        error_file = trial.error_file
+        if error_file is None and status == "ERROR":
+            error_file = _existing(self.fs, path, R.EXPR_ERROR_FILE)
         return TrialSummary(
             trial_id=trial.trial_id,
-            status=getattr(trial.status, "value", str(trial.status)),
+            status=status,
             path=path,
             name=str(trial),
             config=flatten_dict(dict(trial.config or {})),
             last_result=flat,
             start_time=trial.start_time,
-            last_update=update,
+            last_update=float(stamp) if stamp is not None else None,
             num_failures=trial.num_failures,
-            error_file=trial.error_file or _existing(self.fs, path, R.EXPR_ERROR_FILE),
-            checkpoints=checkpoints,
+            error_file=error_file,
         )
+
+    def checkpoints(self, trial_id: str) -> list[str]:
+        """The trial's checkpoint folders (full paths), oldest first."""
+        path = self.trial(trial_id).path
+        if not path:
+            return []
+        return [self.fs.join(path, name) for name in files.checkpoint_dir_names(self.fs, path)]
 
     # ------------------------------------------------------------------ queries
     @property
@@ -212,9 +219,11 @@ class ExperimentView:
         Raises:
             KeyError: No such trial (the message names the experiment).
         """
-        for trial in self.trials:
-            if trial.trial_id == trial_id:
-                return trial
+        if self._index is None or len(self._index) != len(self.trials):
+            self._index = {t.trial_id: i for i, t in enumerate(self.trials)}
+        position = self._index.get(trial_id)
+        if position is not None:
+            return self.trials[position]
         raise KeyError(f"No trial {trial_id!r} in experiment {self.path!r}.")
 
     def status_counts(self) -> dict[str, int]:
@@ -293,8 +302,10 @@ def is_experiment(fs: FileSystem, path: str) -> bool:
     )
 
 
-def find_experiments(root: str | os.PathLike[str]) -> list[str]:
-    """The experiment folders directly under ``root`` (or ``root`` itself), sorted.
+def find_experiments(root: str | os.PathLike[str], depth: int = 2) -> list[str]:
+    """The experiment folders under ``root`` (or ``root`` itself), sorted.
+
+    Looks ``depth`` levels down: ``<root>/<name>`` and ``<root>/<folder>/<name>``.
 
     Raises:
         NotAnExperimentError: ``root`` is not a folder.
@@ -306,13 +317,18 @@ def find_experiments(root: str | os.PathLike[str]) -> list[str]:
             f"{root!r} does not exist or is not a folder. Pass the folder holding your "
             "experiments (a storage_path such as ~/ray_results)."
         )
-    if is_experiment(fs, path) and fs.exists(fs.join(path, STATE_FILE)):
+    if fs.exists(fs.join(path, STATE_FILE)):
         return [root]
     found = []
     for name in sorted(fs.listdir(path)):
         child = fs.join(path, name)
-        if not name.startswith(".") and fs.isdir(child) and is_experiment(fs, child):
-            found.append(os.path.join(root, name) if fs.is_local else child)
+        shown = os.path.join(root, name) if fs.is_local else child
+        if name.startswith(".") or not fs.isdir(child):
+            continue
+        if is_experiment(fs, child):
+            found.append(shown)
+        elif depth > 1:
+            found.extend(find_experiments(shown, depth - 1))
     return found
 
 

@@ -7,6 +7,16 @@ const esc = (v) => String(v ?? "").replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<
 const fmt = (v) => v === null || v === undefined ? "" : typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(6).replace(/\.?0+$/, "")) : typeof v === "object" ? JSON.stringify(v) : String(v);
 const when = (t) => t ? new Date(t * 1000).toLocaleString() : "";
 const expUrl = (e) => "/experiment?exp=" + encodeURIComponent(e);
+// plotly.js is fetched after the first data is drawn (loadPlotly), never before it
+let plotlyLoaded = null;
+const plotlyReady = new Promise((resolve) => { plotlyLoaded = resolve; });
+function loadPlotly() {
+  if (document.getElementById("plotly-js")) return;
+  const tag = document.createElement("script");
+  tag.id = "plotly-js"; tag.src = "/static/plotly.min.js";
+  tag.addEventListener("load", () => plotlyLoaded());
+  document.head.appendChild(tag);
+}
 const trialUrl = (e, id) => "/trial?exp=" + encodeURIComponent(e) + "&id=" + encodeURIComponent(id);
 
 async function api(path, params) {
@@ -107,13 +117,13 @@ async function drawTrials() {
     box.closest("tr").classList.toggle("sel", box.checked);
     drawCurves();
   }));
-  const info = await api("/api/experiment", {exp: EXP}).catch(() => null);
+  const info = page.summary;
   if (info) {
     const counts = Object.entries(info.counts).filter(([, n]) => n).map(([s, n]) => `<span class="${s}">${s} ${n}</span>`).join(", ");
     $("#summary").innerHTML = `${info.total} trials: ${counts}` + (info.metric ? ` · best ${esc(info.metric)} (${esc(info.mode)}): <b id="best">${fmt(info.best)}</b> (${esc(info.best_trial)})` : "");
     $("#live").textContent = info.counts.RUNNING ? " · live" : "";
   }
-  if (first) drawCurves();
+  if (first) { performance.mark("fasttune:table"); loadPlotly(); drawCurves(); }
   return Boolean(info && info.counts.RUNNING);
 }
 
@@ -124,6 +134,7 @@ function smooth(ys) {
 }
 
 async function drawCurves() {
+  await plotlyReady;
   if (!state.metric || !window.Plotly) return;
   let ids = [...state.selected];
   if (!ids.length && lastPage) ids = lastPage.rows.slice(0, 5).map((r) => r.trial_id);
@@ -138,6 +149,7 @@ async function drawFigure(kind) {
   const where = document.getElementById(kind);
   try {
     const figure = await api("/api/figure", {exp: EXP, kind: kind, metric: state.metric});
+    await plotlyReady;
     where.innerHTML = "";
     Plotly.react(where, figure.data, Object.assign(figure.layout || {}, {margin: {t: 40}}));
   } catch (e) { where.innerHTML = `<p class="muted">${esc(kind)}: ${esc(e.message)}</p>`; }
@@ -151,6 +163,7 @@ async function trialPage() {
   const id = Q.get("id");
   const load = async () => api("/api/trial", {exp: EXP, id: id});
   let t;
+  loadPlotly();
   try { t = await load(); } catch (e) { showError(main, e); return; }
   $("#title").innerHTML = `<a href="${expUrl(EXP)}">${esc(EXP)}</a> · ${esc(t.trial_id)}`;
   const metric = t.metric && t.metrics.includes(t.metric) ? t.metric : t.metrics[0];
@@ -165,6 +178,7 @@ async function trialPage() {
   <h3>Metrics (last 200 results)</h3><div style="overflow:auto;max-height:400px"><table id="metrics"><tr>${columns.map((c) => `<th>${esc(c)}</th>`).join("")}</tr>${rows}</table></div>
   <h3>stdout</h3><pre id="stdout">${esc(t.logs.stdout ?? "(no stdout file)")}</pre>
   <h3>stderr</h3><pre id="stderr">${esc(t.logs.stderr ?? "(no stderr file)")}</pre>`;
+  await plotlyReady;
   if (metric && window.Plotly) {
     const xs = t.history.map((r) => r.training_iteration), ys = t.history.map((r) => r[metric]);
     Plotly.react("trial-curve", [{x: xs, y: ys, mode: "lines+markers", name: metric}], {title: {text: metric}, xaxis: {title: {text: "training_iteration"}}, margin: {t: 40}});
