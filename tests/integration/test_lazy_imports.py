@@ -58,3 +58,32 @@ def test_missing_library_names_the_extra(module: str, library: str, extra: str) 
         """
     )
     assert f'pip install "fasttune[{extra}]"' in message, message
+
+
+@pytest.mark.parametrize(
+    ("statement", "library", "extra"),
+    [
+        (
+            "from fasttune.air.integrations.mlflow import MLflowLoggerCallback as C; C().setup()",
+            "mlflow",
+            "mlflow",
+        ),
+        (
+            "from fasttune.air.integrations.wandb import setup_wandb; setup_wandb()",
+            "wandb",
+            "wandb",
+        ),
+    ],
+)
+def test_missing_tracker_names_the_extra(statement: str, library: str, extra: str) -> None:
+    message = _run(
+        f"""
+        import sys
+        sys.modules[{library!r}] = None  # as if not installed
+        try:
+            {statement}
+        except ImportError as e:
+            print(e)
+        """
+    )
+    assert f'pip install "fasttune[{extra}]"' in message, message

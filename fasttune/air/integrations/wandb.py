@@ -1,0 +1,237 @@
+"""Weights & Biases tracking for Tune runs (``ray.air.integrations.wandb``).
+
+:class:`WandbLoggerCallback` logs from the driver: one W&B run per trial (id = the
+trial id, name = the trial name, group = the experiment), with the config and each
+result's numbers. :func:`setup_wandb` starts a W&B run inside the trainable instead.
+Both work offline (``WANDB_MODE=offline``): runs are written under the trial
+directory's ``wandb/`` folder, for ``wandb sync`` later.
+
+Example:
+    >>> from fasttune.air.integrations.wandb import WandbLoggerCallback
+    >>> callback = WandbLoggerCallback(project="my-project", excludes=["time_this_iter_s"])
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from fasttune import result as R
+from fasttune._support.flatten import flatten_result
+from fasttune._support.imports import import_optional
+from fasttune.logger.logger_callback import LoggerCallback
+
+if TYPE_CHECKING:
+    from fasttune.experiment.trial import Trial
+
+__all__ = ["WandbLoggerCallback", "setup_wandb"]
+
+WANDB_ENV_VAR = "WANDB_API_KEY"
+WANDB_PROJECT_ENV_VAR = "WANDB_PROJECT_NAME"
+WANDB_GROUP_ENV_VAR = "WANDB_GROUP_NAME"
+
+
+def _wandb() -> Any:
+    return import_optional("wandb", extra="wandb", feature="W&B tracking")
+
+
+def _set_api_key(owner: str, api_key_file: str | None, api_key: str | None) -> None:
+    """Put the key from ``api_key`` or ``api_key_file`` where wandb reads it."""
+    if api_key_file is not None:
+        path = os.path.expanduser(api_key_file)
+        if not os.path.isfile(path):
+            raise ValueError(
+                f"{owner}(api_key_file={api_key_file!r}): no such file; give the path of "
+                "a file holding your W&B API key, or api_key=..."
+            )
+        with open(path) as f:
+            api_key = f.read().strip()
+    if api_key:
+        os.environ[WANDB_ENV_VAR] = api_key
+
+
+def _loggable(value: Any) -> bool:
+    """Numbers, and wandb's own media objects (``wandb.Image``...)."""
+    return isinstance(value, (int, float)) or type(value).__module__.startswith("wandb")
+
+
+class WandbLoggerCallback(LoggerCallback):
+    """Log each trial to W&B as one run: the config, and each result's numbers.
+
+    Args:
+        project: The W&B project (or ``WANDB_PROJECT_NAME`` / ``WANDB_PROJECT``).
+        group: The run group; default ``WANDB_GROUP_NAME``, else the experiment's name.
+        api_key_file: A file holding the W&B API key.
+        api_key: The W&B API key (else wandb's own login, or offline mode).
+        excludes: Result keys (flattened with ``/``) not to log.
+        log_config: Also log the result's ``config`` entry each step (for PBT).
+        upload_checkpoints: Log each checkpoint as a W&B artifact of type ``model``.
+        save_checkpoints: Ray's older name for ``upload_checkpoints``.
+        upload_timeout: Kept for Ray's signature (W&B uploads in its own process).
+        video_kwargs: Kept for Ray's signature.
+        image_kwargs: Kept for Ray's signature.
+        **kwargs: Passed to ``wandb.init`` (``mode``, ``entity``, ``tags``, ``notes``...).
+    """
+
+    AUTO_CONFIG_KEYS = [
+        R.TRIAL_ID,
+        R.EXPERIMENT_TAG,
+        R.NODE_IP,
+        R.EXPERIMENT_ID,
+        R.HOSTNAME,
+        R.PID,
+        R.DATE,
+    ]
+    _EXCLUDE = frozenset((*AUTO_CONFIG_KEYS, R.DONE, R.CONFIG, "should_checkpoint"))
+
+    def __init__(
+        self,
+        project: str | None = None,
+        group: str | None = None,
+        api_key_file: str | None = None,
+        api_key: str | None = None,
+        excludes: list[str] | None = None,
+        log_config: bool = False,
+        upload_checkpoints: bool = False,
+        save_checkpoints: bool = False,
+        upload_timeout: int = 1800,
+        video_kwargs: dict[str, Any] | None = None,
+        image_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        owner = type(self).__name__
+        if excludes is not None and (
+            not isinstance(excludes, (list, tuple)) or not all(isinstance(e, str) for e in excludes)
+        ):
+            raise TypeError(f"{owner}(excludes={excludes!r}): excludes must be a list of keys.")
+        self.project = project
+        self.group = group
+        self.api_key_path = api_key_file
+        self.api_key = api_key
+        self.excludes = list(excludes or [])
+        self.log_config = bool(log_config)
+        self.upload_checkpoints = bool(upload_checkpoints or save_checkpoints)
+        self.upload_timeout = upload_timeout
+        self.video_kwargs = video_kwargs or {}
+        self.image_kwargs = image_kwargs or {}
+        self.kwargs = kwargs
+        self._runs: dict[str, Any] = {}  # trial id -> wandb Run
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        """Check the project and set the API key before any trial starts."""
+        owner = type(self).__name__
+        self.project = (
+            self.project or os.environ.get(WANDB_PROJECT_ENV_VAR) or os.environ.get("WANDB_PROJECT")
+        )
+        if not self.project:
+            raise ValueError(
+                f"{owner}(project=None): name the W&B project, with project=... or the "
+                f"{WANDB_PROJECT_ENV_VAR} environment variable."
+            )
+        self.group = self.group or os.environ.get(WANDB_GROUP_ENV_VAR)
+        _set_api_key(owner, self.api_key_path, self.api_key)
+
+    def log_trial_start(self, trial: Trial) -> None:
+        if trial.trial_id in self._runs:
+            return  # resumed after a pause: same run
+        if not self.project:
+            self.setup()
+        wandb = _wandb()
+        experiment = os.path.basename(trial.experiment_path or "") or None
+        init = {
+            "id": trial.trial_id,
+            "name": str(trial),
+            "project": self.project,
+            "group": self.group or experiment,
+            "config": dict(trial.config or {}),
+            "dir": trial.local_path,
+            "resume": "allow",
+            "reinit": "create_new",  # one run per trial, several at once
+            **self.kwargs,
+        }
+        if init["dir"]:
+            os.makedirs(init["dir"], exist_ok=True)
+        self._runs[trial.trial_id] = wandb.init(**init)
+
+    def log_trial_result(self, iteration: int, trial: Trial, result: dict[str, Any]) -> None:
+        run = self._runs.get(trial.trial_id)
+        if run is None:
+            self.log_trial_start(trial)
+            run = self._runs[trial.trial_id]
+        flat = flatten_result(result, self._EXCLUDE)
+        if self.log_config and isinstance(result.get(R.CONFIG), Mapping):
+            run.config.update(dict(result[R.CONFIG]), allow_val_change=True)
+        excludes = self.excludes
+        metrics = {
+            k: v
+            for k, v in flat.items()
+            if _loggable(v) and k not in excludes and k.split("/", 1)[0] not in excludes
+        }
+        run.log(metrics)
+
+    def on_checkpoint(
+        self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: Any, **info: Any
+    ) -> None:
+        run = self._runs.get(trial.trial_id)
+        path = getattr(checkpoint, "path", None)
+        if not self.upload_checkpoints or run is None or not path or not os.path.isdir(path):
+            return
+        wandb = _wandb()
+        artifact = wandb.Artifact(name=f"checkpoint_{trial.trial_id}", type="model")
+        artifact.add_dir(path)
+        run.log_artifact(artifact)
+
+    def log_trial_end(self, trial: Trial, failed: bool = False) -> None:
+        run = self._runs.pop(trial.trial_id, None)
+        if run is not None:
+            run.finish(exit_code=1 if failed else 0)
+
+    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
+        for trial_id in list(self._runs):
+            self._runs.pop(trial_id).finish()
+
+
+def setup_wandb(
+    config: dict[str, Any] | None = None,
+    api_key: str | None = None,
+    api_key_file: str | None = None,
+    rank_zero_only: bool = True,
+    **kwargs: Any,
+) -> Any:
+    """Start a W&B run inside a trainable and return it (``wandb.init``'s ``Run``).
+
+    The run gets the trial's id, name and experiment (as group) unless ``kwargs`` say
+    otherwise, and ``config`` as its config (a ``"wandb"`` entry in ``config`` is taken
+    as more ``wandb.init`` arguments, as in Ray).
+
+    Args:
+        config: The trial's config.
+        api_key: The W&B API key.
+        api_key_file: A file holding the W&B API key.
+        rank_zero_only: Kept for Ray's signature: a Tune trial is one worker, rank 0.
+        **kwargs: Passed to ``wandb.init`` (``project``, ``mode``, ``tags``...).
+
+    Returns:
+        The ``wandb`` run; call ``run.log({...})`` and ``run.finish()`` on it.
+    """
+    from fasttune.trainable.context import get_context
+
+    wandb = _wandb()
+    _set_api_key("setup_wandb", api_key_file, api_key)
+    config = dict(config or {})
+    extra = config.pop("wandb", None)
+    context = get_context()
+    init: dict[str, Any] = {
+        "id": context.get_trial_id(),
+        "name": context.get_trial_name(),
+        "group": context.get_experiment_name(),
+        "project": os.environ.get(WANDB_PROJECT_ENV_VAR) or os.environ.get("WANDB_PROJECT"),
+        "config": config,
+        "resume": "allow",
+        "reinit": "create_new",
+    }
+    if isinstance(extra, Mapping):
+        init.update(extra)
+    init.update(kwargs)
+    return wandb.init(**{k: v for k, v in init.items() if v is not None})
