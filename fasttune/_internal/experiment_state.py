@@ -51,6 +51,7 @@ SEARCH_STATE_FILE = "search_state.pkl"
 SCHEDULER_STATE_FILE = "scheduler_state.pkl"
 CALLBACK_STATE_FILE = "callback_state.pkl"
 TUNER_FILE = "tuner.pkl"
+SCHEDULER_STATE_FORMAT = 2  # {"format", "state", "seen", "num_trials"}; 1 was the state alone
 # Every state file, in no particular order: remote storage receives them together
 # (storage/state_commit.py), never one without the others.
 STATE_FILES = (
@@ -95,6 +96,10 @@ class LoadedExperiment:
     search_num_trials: int = 0
     search_completed: frozenset[str] = frozenset()
     scheduler_state: Any = None
+    # What the scheduler had seen when its state was saved: each then-unfinished
+    # trial's last training_iteration, and how many trials existed (None: unknown).
+    scheduler_seen: dict[str, int] | None = None
+    scheduler_num_trials: int = 0
     callback_state: Any = None
 
 
@@ -220,8 +225,20 @@ class ExperimentStateStore:
     ) -> None:
         """Write a full snapshot (atomically) and start a fresh journal."""
         if scheduler is not None:
+            # With what the scheduler had seen of each unfinished trial, so that a restore
+            # can show it the results that came after (restore.replay_to_scheduler).
+            seen = {
+                t.trial_id: t.last_result.get("training_iteration", 0)
+                for t in self._live_now(trials)
+            }
+            document_of_scheduler = {
+                "format": SCHEDULER_STATE_FORMAT,
+                "state": _state_of(scheduler),
+                "seen": seen,
+                "num_trials": len(trials),
+            }
             atomic_write_bytes(
-                self._file(SCHEDULER_STATE_FILE), cloudpickle.dumps(_state_of(scheduler))
+                self._file(SCHEDULER_STATE_FILE), cloudpickle.dumps(document_of_scheduler)
             )
         if callbacks is not None:
             atomic_write_bytes(
@@ -238,6 +255,12 @@ class ExperimentStateStore:
         atomic_write_bytes(self._file(SNAPSHOT_FILE), encode_record(document))
         if self._journal is not None:
             self._journal.truncate(0)
+
+    def _live_now(self, trials: list[Any]) -> list[Any]:
+        """The unfinished trials (O(live) once the run's first snapshot is written)."""
+        if not self._based:
+            return [t for t in trials if not t.is_finished()]
+        return list(self._live.values())  # kept by record_trial
 
     def _write_base(self, trials: list[Any]) -> None:
         """Make the base records hold every trial the snapshot will not list."""
@@ -321,7 +344,13 @@ class ExperimentStateStore:
                 )
             else:  # version 1: a list of ids
                 loaded.search_completed = frozenset(search.get("completed", ()))
-        loaded.scheduler_state = _load_pickle(self._file(SCHEDULER_STATE_FILE))
+        scheduler = _load_pickle(self._file(SCHEDULER_STATE_FILE))
+        if isinstance(scheduler, dict) and scheduler.get("format") == SCHEDULER_STATE_FORMAT:
+            loaded.scheduler_state = scheduler["state"]
+            loaded.scheduler_seen = dict(scheduler["seen"])
+            loaded.scheduler_num_trials = int(scheduler["num_trials"])
+        else:  # saved before format 2: the state alone
+            loaded.scheduler_state = scheduler
         loaded.callback_state = _load_pickle(self._file(CALLBACK_STATE_FILE))
         return loaded
 

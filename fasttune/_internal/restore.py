@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import math
+import os
+from collections.abc import Iterator
 from typing import Any
 
+from fasttune import result as R
 from fasttune._internal.experiment_state import LoadedExperiment
+from fasttune._internal.launcher import resume_point
 from fasttune._internal.trial_state import trial_from_state
 from fasttune.experiment.trial import Trial, TrialStatus
 
@@ -83,8 +89,81 @@ def restore_plugin_state(controller: Any, loaded: LoadedExperiment) -> None:
         controller.search_completed.update(t.trial_id for t in controller.trials if t.is_finished())
     if loaded.scheduler_state is not None and hasattr(spec.scheduler, "set_state"):
         spec.scheduler.set_state(loaded.scheduler_state)
+        if loaded.scheduler_seen is not None:
+            replay_to_scheduler(controller, loaded.scheduler_seen, loaded.scheduler_num_trials)
     else:
         for trial in controller.trials:
             spec.scheduler.on_trial_add(controller.view, trial)
     if loaded.callback_state is not None:
         spec.callbacks.set_state(loaded.callback_state)
+
+
+def replay_to_scheduler(controller: Any, seen: dict[str, int], num_trials: int) -> None:
+    """Show the scheduler what happened after its state was saved (with the last snapshot).
+
+    The saved state misses the results and endings that came later: ASHA would decide
+    on rungs without the values recorded since, and stop trials where it would not have.
+    Each trial's later results are read from its ``result.json`` (up to the iteration it
+    resumes from: what comes after, it reports again) and given to ``on_trial_result``
+    in the order they were reported, then the endings to ``on_trial_complete`` /
+    ``on_trial_error``. The decisions and requests they produce are discarded: they
+    were carried out before the crash, or are made again when the trials run.
+    """
+    from fasttune._support.flatten import flatten_result
+
+    scheduler = controller.spec.scheduler
+    view = controller.view
+    position = controller.lifecycle.position
+    events: list[tuple[float, int, int, Trial, dict[str, Any] | None]] = []
+    for trial in controller.trials:
+        if trial.trial_id in seen:
+            after = seen[trial.trial_id]
+        elif position[trial.trial_id] >= num_trials:
+            after = 0  # created after the save: the scheduler never heard of it
+            scheduler.on_trial_add(view, trial)
+        else:
+            continue  # finished before the save: the state has it all
+        until = _replay_until(trial)
+        for result in _read_result_lines(trial.local_path):
+            iteration = result.get(R.TRAINING_ITERATION, 0)
+            if after < iteration <= until:
+                order = (result.get(R.TIMESTAMP, 0), position[trial.trial_id], iteration)
+                events.append((*order, trial, flatten_result(result, (R.CONFIG,))))
+        if trial.is_finished():
+            events.append((math.inf, position[trial.trial_id], 0, trial, None))
+    events.sort(key=lambda event: event[:3])
+    for *_, trial, replayed in events:
+        if replayed is not None:
+            scheduler.on_trial_result(view, trial, replayed)
+        elif trial.status is TrialStatus.ERROR:
+            scheduler.on_trial_error(view, trial)
+        else:
+            scheduler.on_trial_complete(view, trial, trial.last_result)
+    view.take_requests()
+    logger.debug("Replayed %d results and endings to the scheduler after restore", len(events))
+
+
+def _replay_until(trial: Trial) -> float:
+    """The last iteration of ``trial`` the scheduler should see now: all of a finished
+    one; of an unfinished one, up to the checkpoint it resumes from (0 from scratch)."""
+    if trial.is_finished():
+        return math.inf
+    point = resume_point(trial, trial.restore_path)
+    return 0 if point is None else point.iteration
+
+
+def _read_result_lines(trial_dir: str | None) -> Iterator[dict[str, Any]]:
+    """The results in a trial's ``result.json`` (a torn last line is left out)."""
+    if not trial_dir:
+        return
+    try:
+        with open(os.path.join(trial_dir, R.EXPR_RESULT_FILE), "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return
+    for line in data.split(b"\n"):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except ValueError:
+                continue
