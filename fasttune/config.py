@@ -127,6 +127,8 @@ class RunConfig:
         self.sync_config = self.sync_config or SyncConfig()
         if self.verbose is None:
             self.verbose = 1
+        elif isinstance(self.verbose, bool):  # Ray takes bools as ints (verbose=False: 0)
+            self.verbose = int(self.verbose)
         if self.verbose not in (0, 1, 2, 3):
             raise _bad("RunConfig.verbose", self.verbose, "use 0, 1, 2 or 3.")
         if self.storage_path is not None:

@@ -64,8 +64,10 @@ class Tuner:
                 f"{type(run_config).__name__}"
             )
         if param_space is not None and not isinstance(param_space, dict):
-            raise TypeError(
-                f"Tuner(param_space=...) must be a dict, got {type(param_space).__name__}"
+            # ValueError, as Ray raises
+            raise ValueError(
+                f"Tuner(param_space=...) must be a dict of config keys to values or search "
+                f"spaces, got {type(param_space).__name__}: {param_space!r:.80}"
             )
         self._trainable = trainable
         self._trainable_cls = resolve_trainable(trainable)
@@ -155,8 +157,15 @@ class Tuner:
             from fasttune.results import ExperimentAnalysis, ResultGrid
 
             storage = self._restore["storage"]
+            metric, mode = self._tune_config.metric, self._tune_config.mode
             self._results = ResultGrid(
-                ExperimentAnalysis(storage.path, storage_filesystem=storage.filesystem)
+                ExperimentAnalysis(
+                    storage.path,
+                    storage_filesystem=storage.filesystem,
+                    # the restored TuneConfig's, as Ray's get_best_result() uses
+                    default_metric=metric if isinstance(metric, str) else None,
+                    default_mode=mode if isinstance(metric, str) and mode else None,
+                )
             )
         return self._results
 

@@ -102,6 +102,28 @@ def _chdir_enabled() -> bool:
     return True
 
 
+def _limit_concurrency(search_alg: Any, limit: int | None) -> Any:
+    """A Searcher wrapped in a ConcurrencyLimiter of ``max_concurrent_trials``, as Ray does.
+
+    Raises:
+        ValueError: When the searcher already is a ConcurrencyLimiter with another limit.
+    """
+    from fasttune.search.concurrency_limiter import ConcurrencyLimiter
+    from fasttune.search.searcher import Searcher
+
+    if not limit or not isinstance(search_alg, Searcher):
+        return search_alg
+    if isinstance(search_alg, ConcurrencyLimiter):
+        if search_alg.max_concurrent != limit:
+            raise ValueError(
+                f"TuneConfig(max_concurrent_trials={limit}) conflicts with the search_alg, a "
+                f"ConcurrencyLimiter(max_concurrent={search_alg.max_concurrent}): set the "
+                "limit in one place only (e.g. max_concurrent_trials=None)."
+            )
+        return search_alg
+    return ConcurrencyLimiter(search_alg, max_concurrent=limit)
+
+
 def configure_plugins(
     tune_config: TuneConfig, param_space: dict[str, Any]
 ) -> tuple[Any, Any, str | None, str | None]:
@@ -119,7 +141,9 @@ def configure_plugins(
     if scheduler is None:
         scheduler = FIFOScheduler()
     search_alg: SearchAlgorithm
-    requested_search = _plugin_instance("search_alg", tune_config.search_alg)
+    requested_search = _limit_concurrency(
+        _plugin_instance("search_alg", tune_config.search_alg), tune_config.max_concurrent_trials
+    )
     if requested_search is None and tune_config.seed is not None:
         from fasttune.search.basic_variant import BasicVariantGenerator
 

@@ -109,7 +109,7 @@ def test_bad_config_values():
         tune.CheckpointConfig(num_to_keep=0)
     with pytest.raises(ValueError, match="verbose"):
         tune.RunConfig(verbose=7)
-    with pytest.raises(TypeError, match="param_space"):
+    with pytest.raises(ValueError, match="param_space"):
         tune.Tuner(fine, param_space=[1, 2])
     with pytest.raises(TypeError, match="RunConfig.stop"):
         tune.Tuner(fine, run_config=tune.RunConfig(stop=5, verbose=0)).fit()

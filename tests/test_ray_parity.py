@@ -1,0 +1,115 @@
+"""Ray Tune behaviours found by running Ray's examples (issue 11, "Ray parity")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import fasttune as tune
+from fasttune import RunConfig, TuneConfig, Tuner
+from fasttune.search import ConcurrencyLimiter, Searcher
+
+
+def _two_reports(config: dict[str, Any]) -> None:
+    for i in range(2):
+        tune.report({"score": config["x"] * (i + 1)})
+
+
+@pytest.mark.parametrize(("verbose", "level"), [(True, 1), (False, 0)])
+def test_run_config_verbose_takes_bools_as_ray_does(
+    verbose: bool, level: int, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = RunConfig(storage_path=str(tmp_path), name="v", verbose=verbose)
+    assert config.verbose == level and type(config.verbose) is int
+    results = Tuner(_two_reports, param_space={"x": 1}, run_config=config).fit()
+    assert not results.errors
+    printed = capsys.readouterr().out
+    assert ("== Status ==" in printed) is verbose
+
+
+def test_mock_trainable_runs_with_hyperband_and_restores(tmp_path: Any) -> None:
+    from fasttune.schedulers import HyperBandScheduler
+    from fasttune.utils.mock_trainable import MyTrainableClass
+
+    results = Tuner(
+        MyTrainableClass,
+        param_space={"width": tune.grid_search([1, 4]), "height": 2},
+        tune_config=TuneConfig(
+            metric="episode_reward_mean",
+            mode="max",
+            scheduler=HyperBandScheduler(max_t=4),
+        ),
+        run_config=RunConfig(
+            storage_path=str(tmp_path),
+            name="mock",
+            stop={"training_iteration": 4},
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True),
+        ),
+    ).fit()
+    assert not results.errors
+    best = results.get_best_result()
+    assert best.config["width"] == 1
+    assert best.metrics["episode_reward_mean"] == pytest.approx(2 * 0.999329, rel=1e-5)
+    trainable = MyTrainableClass(config=best.config)
+    trainable.restore(best.checkpoint)
+    assert trainable.timestep == 4
+    trainable.stop()
+
+
+class _CountingSearcher(Searcher):
+    """Suggests ``total`` configs and records how many were out at once."""
+
+    def __init__(self, total: int) -> None:
+        super().__init__(metric="score", mode="max")
+        self.total, self.given, self.out, self.most_out = total, 0, 0, 0
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | None:
+        if self.given >= self.total:
+            return Searcher.FINISHED
+        self.given += 1
+        self.out += 1
+        self.most_out = max(self.most_out, self.out)
+        return {"x": self.given}
+
+    def on_trial_complete(self, trial_id: str, result: Any = None, error: bool = False) -> None:
+        self.out -= 1
+
+
+def test_max_concurrent_trials_wraps_a_searcher_in_a_concurrency_limiter(tmp_path: Any) -> None:
+    searcher = _CountingSearcher(total=5)
+    results = Tuner(
+        _two_reports,
+        tune_config=TuneConfig(search_alg=searcher, max_concurrent_trials=1, num_samples=5),
+        run_config=RunConfig(storage_path=str(tmp_path), name="limit"),
+    ).fit()
+    assert not results.errors and len(results) == 5
+    # without the limiter, a second trial is created while the first runs
+    assert searcher.most_out == 1
+
+
+def test_max_concurrent_trials_conflicting_with_a_limiter_is_refused(tmp_path: Any) -> None:
+    limiter = ConcurrencyLimiter(_CountingSearcher(total=2), max_concurrent=3)
+    tuner = Tuner(
+        _two_reports,
+        tune_config=TuneConfig(search_alg=limiter, max_concurrent_trials=2),
+        run_config=RunConfig(storage_path=str(tmp_path), name="conflict"),
+    )
+    with pytest.raises(ValueError, match=r"max_concurrent_trials=2.*max_concurrent=3"):
+        tuner.fit()
+
+
+def test_param_space_that_is_not_a_dict_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match=r"param_space=.*must be a dict.*str"):
+        Tuner(_two_reports, param_space="x")  # type: ignore[arg-type]
+
+
+def test_restored_tuner_results_use_the_restored_metric_and_mode(tmp_path: Any) -> None:
+    Tuner(
+        _two_reports,
+        param_space={"x": tune.grid_search([1, 3, 2])},
+        tune_config=TuneConfig(metric="score", mode="max"),
+        run_config=RunConfig(storage_path=str(tmp_path), name="best", verbose=0),
+    ).fit()
+    restored = Tuner.restore(str(tmp_path / "best"), trainable=_two_reports)
+    assert restored.get_results().get_best_result().config == {"x": 3}
