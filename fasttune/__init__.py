@@ -58,6 +58,7 @@ _ATTRIBUTES: dict[str, str] = {
 _SUBMODULES = {
     "logger", "utils", "search", "execution", "trainable", "result", "context", "schedulers",
     "stopper", "experiment", "progress", "callback", "results", "registry", "tuner",
+    "integration", "air", "train",
 }  # fmt: skip
 
 
