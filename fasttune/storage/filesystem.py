@@ -274,13 +274,18 @@ class FsspecFileSystem(FileSystem):
             self.fs.get([path for path, _ in pairs], [local for _, local in pairs])
 
     def delete_files(self, paths: Sequence[str]) -> None:
-        if paths:
-            try:
-                self.fs.rm(list(paths))
-            except FileNotFoundError:
-                for path in paths:  # some were gone: remove the others one by one
-                    if self.fs.exists(path):
-                        self.fs.rm_file(path)
+        if not paths:
+            return
+        try:
+            self.fs.rm(list(paths))  # one batched request on object stores
+            return
+        except FileNotFoundError:
+            pass  # some were gone: remove the others one by one
+        except TypeError:
+            pass  # a filesystem whose rm takes one path (pyarrow's, through fsspec)
+        for path in paths:
+            if self.fs.exists(self._fresh(path)):
+                self.fs.rm_file(path)
 
     def copy_dir(self, path: str, target: str) -> None:
         sources = self.find(path)

@@ -195,3 +195,60 @@ def test_driver_sigkill_then_restore_from_s3_on_another_machine(
     assert read["best_checkpoint"].startswith(read["best_path"] + "/checkpoint_")
     assert read["checkpoint_state"] == {"i": 7} and read["rows"] == 8
     assert not os.path.exists(tmp_path / "machine3")  # reading needs no staging directory
+
+
+def _filesystem(kind: str, server):
+    if kind == "s3fs":
+        return _s3(server)
+    pafs = pytest.importorskip("pyarrow.fs")
+    scheme, _, address = server.endpoint_url.partition("://")
+    return pafs.S3FileSystem(
+        access_key="testing",
+        secret_key="testing",
+        region="us-east-1",
+        scheme=scheme,
+        endpoint_override=address,
+    )
+
+
+@pytest.mark.parametrize("kind", ["s3fs", "pyarrow"])
+def test_a_storage_filesystem_object_with_a_path_inside_it(s3_server, s3_bucket, tmp_path, kind):
+    """As Ray takes it: RunConfig(storage_filesystem=..., storage_path="bucket/prefix")."""
+    filesystem = _filesystem(kind, s3_server)
+    os.environ["FASTTUNE_STAGING_DIR"] = str(tmp_path / "staging")
+    try:
+        grid = tune.Tuner(
+            _counter,
+            param_space={"x": 2, "n": 2},
+            run_config=tune.RunConfig(
+                storage_path=f"{s3_bucket}/exps",
+                storage_filesystem=filesystem,
+                name="exp",
+                verbose=0,
+            ),
+        ).fit()
+        result = grid[0]
+        assert result.path.startswith(f"{s3_bucket}/exps/exp/")
+        with result.checkpoint.as_directory() as d:
+            assert json.load(open(os.path.join(d, "state.json"))) == {"i": 1, "x": 2}
+        path = f"{s3_bucket}/exps/exp"
+        assert tune.Tuner.can_restore(path, storage_filesystem=filesystem)
+        restored = tune.Tuner.restore(path, trainable=_counter, storage_filesystem=filesystem)
+        assert restored.get_results()[0].metrics["i"] == 1
+        assert restored.fit().num_terminated == 1
+    finally:
+        del os.environ["FASTTUNE_STAGING_DIR"]
+    stored = {p.rsplit("/", 1)[-1] for p in _s3(s3_server).find(f"{s3_bucket}/exps/exp")}
+    assert {"result.json", "state.json", "experiment_state.manifest.json"} <= stored
+
+
+def test_a_bucket_that_does_not_exist_is_a_clear_error(s3_server, isolated_disk):
+    with pytest.raises(ValueError) as info:
+        tune.Tuner(
+            _counter,
+            param_space={"x": 1, "n": 1},
+            run_config=tune.RunConfig(storage_path="s3://no-such-bucket/exps", verbose=0),
+        ).fit()
+    message = str(info.value)
+    assert "RunConfig(storage_path='s3://no-such-bucket/exps') is not writable" in message
+    assert "AWS_ENDPOINT_URL" in message

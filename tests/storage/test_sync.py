@@ -30,16 +30,21 @@ def new_sync(mirror) -> ExperimentSync:
     return ExperimentSync(mirror, STATE, clock=Clock())
 
 
-@pytest.fixture
-def mirror(tmp_path):
-    url = f"memory://sync-{uuid.uuid4().hex}"
+@pytest.fixture(params=["memory", "s3"])
+def mirror(request, tmp_path):
+    """A staging directory and its storage: memory://, and a real S3 API server."""
+    if request.param == "s3":
+        url = f"s3://{request.getfixturevalue('s3_bucket')}/sync"
+    else:
+        url = f"memory://sync-{uuid.uuid4().hex}"
     fs, root = get_fs_and_path(url)
     staging = tmp_path / "staging"
     staging.mkdir()
     yield StorageMirror(fs, str(staging), root)
-    mem = fsspec.filesystem("memory")
-    if mem.exists(root):
-        mem.rm(root, recursive=True)
+    if request.param == "memory":
+        mem = fsspec.filesystem("memory")
+        if mem.exists(root):
+            mem.rm(root, recursive=True)
 
 
 def write(path, data: bytes) -> None:
