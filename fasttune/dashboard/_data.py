@@ -19,7 +19,7 @@ from fasttune.results.experiment_view import (
 )
 from fasttune.storage.filesystem import LocalFileSystem
 
-REFRESH_S = 1.0  # a view is re-read at most this often (live updates within ~2 s)
+REFRESH_S = 0.5  # a view is re-read at most this often (live updates within ~2 s)
 LOG_TAIL = 64 * 1024
 LOG_NAMES = ("stdout", "stderr")
 STATUSES = ("RUNNING", "PENDING", "PAUSED", "TERMINATED", "ERROR")
