@@ -27,6 +27,7 @@ from typing import Any
 
 from fasttune._support.imports import MissingDependencyError
 from fasttune.storage.defaults import default_local_dir, default_storage_path
+from fasttune.storage.experiment_lock import ExperimentLock
 from fasttune.storage.filesystem import (
     FileSystem,
     FsspecFileSystem,
@@ -142,10 +143,19 @@ def staging_dir(name: str, uri: str) -> str:
 
 def reset_staging(storage: ExperimentStorage) -> None:
     """Empty the staging directory of a remote experiment (it may hold a crashed run's
-    files, which storage does not vouch for)."""
-    if storage.is_remote:
-        shutil.rmtree(storage.local_path, ignore_errors=True)
-        os.makedirs(storage.local_path, exist_ok=True)
+    files, which storage does not vouch for).
+
+    Raises:
+        ExperimentInUseError: A live driver on this machine runs from it.
+    """
+    if not storage.is_remote:
+        return
+    if os.path.isdir(storage.local_path):
+        lock = ExperimentLock(storage.local_path)
+        lock.acquire()  # refused, naming the driver, while one runs from this directory
+        lock.release()
+    shutil.rmtree(storage.local_path, ignore_errors=True)
+    os.makedirs(storage.local_path, exist_ok=True)
 
 
 def check_writable(storage: ExperimentStorage, value: Any, *, owner: str = "RunConfig") -> None:

@@ -140,3 +140,19 @@ def test_check_writable_names_the_value_and_what_to_do(tmp_path):
     remote = experiment_storage("memory://bucket", None, "exp")
     check_writable(remote, "memory://bucket")  # the probe is written and removed
     assert fsspec.filesystem("memory").find(remote.path) == []
+
+
+def test_reset_staging_refuses_while_a_driver_runs_from_it():
+    from fasttune.storage.experiment_lock import ExperimentInUseError, ExperimentLock
+
+    storage = experiment_storage("memory://bucket", None, "exp")
+    reset_staging(storage)
+    with open(os.path.join(storage.local_path, "result.json"), "w") as f:
+        f.write("{}\n")
+    # The lock a running driver holds (fcntl locks are per open file here too).
+    with ExperimentLock(storage.local_path):
+        with pytest.raises(ExperimentInUseError, match="being run by another driver"):
+            reset_staging(storage)
+        assert os.path.exists(os.path.join(storage.local_path, "result.json"))
+    reset_staging(storage)
+    assert os.listdir(storage.local_path) == []
