@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -199,3 +204,61 @@ def test_a_running_experiment_updates(live):
     assert sum(r["iterations"] for r in later["rows"]) > sum(r["iterations"] for r in first["rows"])
     listing = client.get("/api/experiments").json()["experiments"]
     assert listing[0]["counts"]["RUNNING"] == 2
+
+
+def _start(argv: list[str]) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fasttune", "dashboard", *argv], stdout=subprocess.PIPE, text=True
+    )
+    return process, process.stdout.readline()
+
+
+def _status(url: str) -> int:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return urllib.request.urlopen(url, timeout=5).status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_dashboard_command_off_loopback_prints_a_token_and_requires_it(project):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process, line = _start([project, "--host", "0.0.0.0", "--port", str(port)])
+    try:
+        assert f"at http://0.0.0.0:{port}/?token=" in line
+        token = line.rsplit("?token=", 1)[1].strip()
+        base = f"http://127.0.0.1:{port}"
+        assert _status(base + "/api/experiments") == 401
+        assert _status(base + "/api/experiments?token=wrong") == 401
+        assert _status(f"{base}/api/experiments?token={token}") == 200
+    finally:
+        process.terminate()
+        process.wait()
+        process.stdout.close()
+
+
+def test_dashboard_command_defaults_to_loopback_without_token(project):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process, line = _start([project, "--port", str(port)])
+    try:
+        assert f"at http://127.0.0.1:{port}/" in line and "token" not in line
+        assert _status(f"http://127.0.0.1:{port}/api/experiments") == 200
+    finally:
+        process.terminate()
+        process.wait()
+        process.stdout.close()
+    bad = subprocess.run(
+        [sys.executable, "-m", "fasttune", "dashboard", project, "--port", "70000"],
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "--port must be between 1 and 65535, got 70000" in bad.stderr
