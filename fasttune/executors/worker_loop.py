@@ -294,6 +294,7 @@ class WorkerLoop:
                 during = "restore"
                 if launch.storage is not None:
                     _fetch_checkpoint(launch.storage, launch.restore_path)
+                    self._uploaded = launch.restore_path  # in storage already
                 self._trainable.restore(launch.restore_path)
         except _TRIAL_ERRORS as exc:
             self._fail(exc, during)

@@ -7,6 +7,7 @@ loop that made them, restore from storage into an empty staging directory.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import tempfile
@@ -14,6 +15,7 @@ import uuid
 
 import fsspec
 import pytest
+from fsspec.implementations.memory import MemoryFileSystem
 
 import fasttune as tune
 from fasttune.executors.inline import InlineExecutor
@@ -168,3 +170,60 @@ def test_memory_storage_with_worker_processes_is_refused(url):
         tune.Tuner(
             trainable, run_config=tune.RunConfig(storage_path=url, name="x", verbose=0)
         ).fit()
+
+
+class CountingMemoryFileSystem(MemoryFileSystem):
+    """The memory store, counting the uploads of each object."""
+
+    cachable = False
+    uploads: collections.Counter = collections.Counter()
+
+    def put_file(self, lpath, rpath, *args, **kwargs):
+        self.uploads[rpath] += 1
+        return super().put_file(lpath, rpath, *args, **kwargs)
+
+
+def reporting(config):
+    """Reports n = 1..6 with a checkpoint each time (the function API)."""
+    start = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as local:
+            start = json.load(open(os.path.join(local, "n.json")))
+    for n in range(start + 1, 7):
+        d = tempfile.mkdtemp()
+        with open(os.path.join(d, "n.json"), "w") as f:
+            json.dump(n, f)
+        tune.report({"n": n}, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+@pytest.mark.parametrize("trainable", [Tracking, reporting], ids=["class", "function"])
+def test_each_checkpoint_is_uploaded_once(tmp_path, monkeypatch, trainable):
+    """Periodic, at-end and pause saves, reported checkpoints: one upload each, though a
+    pause saves what was just checkpointed again."""
+    monkeypatch.setenv("FASTTUNE_STAGING_DIR", str(tmp_path / "staging"))
+    store = CountingMemoryFileSystem()
+    store.uploads.clear()
+    root = f"/once-{uuid.uuid4().hex[:8]}"
+    checkpoint_config = tune.CheckpointConfig()
+    if trainable is Tracking:
+        checkpoint_config = tune.CheckpointConfig(checkpoint_frequency=2, checkpoint_at_end=True)
+    grid = tune.Tuner(
+        trainable,
+        param_space={"x": 1},
+        tune_config=tune.TuneConfig(num_samples=2, scheduler=PauseOnceAtTwo()),
+        run_config=tune.RunConfig(
+            storage_path=root,
+            storage_filesystem=store,
+            name="exp",
+            verbose=0,
+            checkpoint_config=checkpoint_config,
+        ),
+        _executor=InlineExecutor(),
+    ).fit()
+    assert grid.num_terminated == 2 and all(r.metrics["n"] == 6 for r in grid)
+    checkpoint_uploads = {k: n for k, n in store.uploads.items() if "/checkpoint_" in k}
+    names = {k.split("/")[-2] for k in checkpoint_uploads}
+    assert len(names) >= 3
+    assert set(checkpoint_uploads.values()) == {1}, checkpoint_uploads
+    store.rm(root, recursive=True)
