@@ -10,8 +10,10 @@ the experiment is running.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ from fasttune.storage.filesystem import FileSystem, get_fs_and_path
 from fasttune.utils.util import flatten_dict
 
 STATE_FILE = "experiment_state.json"
+MANIFEST_FILE = "experiment_state.manifest.json"  # a remote experiment's committed state
 FINISHED = frozenset({"TERMINATED", "ERROR"})
 _NOT_METRICS = frozenset({R.CONFIG, "hostname", "node_ip", "date", R.TRIAL_ID, "experiment_tag"})
 
@@ -163,8 +166,18 @@ class ExperimentView:
 
     # ------------------------------------------------------------------ reading
     def _meta(self) -> dict[str, Any]:
+        """The run's settings (name, metric, mode) from the state snapshot."""
         try:
-            document = self.fs.read_json(self.fs.join(self._fs_path, STATE_FILE))
+            if self.fs.is_local:
+                document = self.fs.read_json(self.fs.join(self._fs_path, STATE_FILE))
+            else:  # the committed state of a remote experiment
+                from fasttune.storage.state_commit import download_state
+
+                with tempfile.TemporaryDirectory(prefix="fasttune_view_") as local:
+                    if download_state(self.fs, self._fs_path, local) is None:
+                        return {}
+                    with open(os.path.join(local, STATE_FILE), encoding="utf-8") as f:
+                        document = json.load(f)
         except (OSError, ValueError):
             return {}
         meta = document.get("meta") if isinstance(document, dict) else None
@@ -287,8 +300,8 @@ def _existing(fs: FileSystem, folder: str | None, name: str) -> str | None:
 
 
 def is_experiment(fs: FileSystem, path: str) -> bool:
-    """True if ``path`` holds experiment state or trial folders."""
-    if fs.exists(fs.join(path, STATE_FILE)):
+    """True if ``path`` holds experiment state (local, or committed remotely) or trial folders."""
+    if fs.exists(fs.join(path, STATE_FILE)) or fs.exists(fs.join(path, MANIFEST_FILE)):
         return True
     try:
         names = fs.listdir(path)
@@ -317,12 +330,12 @@ def find_experiments(root: str | os.PathLike[str], depth: int = 2) -> list[str]:
             f"{root!r} does not exist or is not a folder. Pass the folder holding your "
             "experiments (a storage_path such as ~/ray_results)."
         )
-    if fs.exists(fs.join(path, STATE_FILE)):
+    if fs.exists(fs.join(path, STATE_FILE)) or fs.exists(fs.join(path, MANIFEST_FILE)):
         return [root]
     found = []
     for name in sorted(fs.listdir(path)):
         child = fs.join(path, name)
-        shown = os.path.join(root, name) if fs.is_local else child
+        shown = os.path.join(root, name) if fs.is_local else f"{root.rstrip('/')}/{name}"
         if name.startswith(".") or not fs.isdir(child):
             continue
         if is_experiment(fs, child):

@@ -218,3 +218,38 @@ def test_python_dash_m_and_import_cost(project):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_commands_read_an_experiment_in_memory_storage(monkeypatch, capsys):
+    pytest.importorskip("fsspec")
+    import uuid
+
+    import fasttune as tune
+    from fasttune import visualization as vis
+    from tests.experiments import failing
+
+    root = f"memory://cli-{uuid.uuid4().hex[:8]}/results"
+    monkeypatch.setenv("FASTTUNE_EXECUTOR", "inline")  # memory:// lives in this process
+    tune.init(num_cpus=2, num_gpus=0)
+    try:
+        tune.Tuner(
+            failing,
+            param_space={"x": tune.grid_search([0.1, 0.9])},
+            tune_config=tune.TuneConfig(metric="loss", mode="min"),
+            run_config=tune.RunConfig(storage_path=root, name="mem", verbose=0),
+        ).fit()
+    finally:
+        tune.shutdown()
+    capsys.readouterr()
+    code, out, _ = run(capsys, "lsx", root, "--columns", "name,total_trials,error,metric,best")
+    assert code == 0
+    assert table_rows(out) == [
+        {"name": "mem", "total_trials": "2", "error": "1", "metric": "loss", "best": "0.24"}
+    ]
+    code, out, _ = run(capsys, "show", f"{root}/mem")
+    assert "Trials: 2 (TERMINATED 1, ERROR 1)" in out
+    assert "loss = 0.24 (min)" in out and "ValueError: x=0.9 is too large" in out
+    code, out, _ = run(capsys, "ls", f"{root}/mem", "--filter", "status == ERROR")
+    assert [r["config/x"] for r in table_rows(out)] == ["0.9"]
+    figure = vis.plot_learning_curves(f"{root}/mem")
+    assert sorted(len(t.y) for t in figure.data) == [2, 5]
