@@ -81,7 +81,9 @@ def make_project(root: str) -> str:
                 num_samples=4,
                 seed=2,
                 scheduler=PopulationBasedTraining(
-                    perturbation_interval=3, hyperparam_mutations={"lr": tune.uniform(0.1, 1.0)}
+                    time_attr="training_iteration",
+                    perturbation_interval=3,
+                    hyperparam_mutations={"lr": tune.uniform(0.1, 1.0)},
                 ),
             ),
             run_config=tune.RunConfig(storage_path=root, name="pbt", verbose=0),

@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--metric", help="metric to plot (default: the experiment's)")
     plot.add_argument("--mode", choices=["min", "max"], help="default: the experiment's")
     plot.add_argument(
-        "--kind", default="curves", choices=["curves", "parallel", "importance", "history"]
+        "--kind",
+        default="curves",
+        choices=["curves", "parallel", "importance", "history", "stops", "pbt"],
     )
     plot.add_argument(
         "-o",

@@ -182,7 +182,7 @@ def plot(args: argparse.Namespace) -> int:
     from fasttune import visualization as vis
 
     view = ExperimentView(args.path, metric=args.metric, mode=args.mode)
-    if not view.metric:
+    if not view.metric and args.kind not in ("stops", "pbt"):
         raise table.UsageError(
             f"--metric: the experiment {args.path!r} names no metric; pass --metric NAME "
             f"(one of: {', '.join(view.metrics()) or 'none reported yet'})."
@@ -193,9 +193,14 @@ def plot(args: argparse.Namespace) -> int:
         "importance": vis.plot_param_importances,
         "history": vis.plot_optimization_history,
     }
-    figure = makers[args.kind](view, metric=view.metric, mode=view.mode)
+    if args.kind == "stops":
+        figure = vis.plot_stopping_points(view)
+    elif args.kind == "pbt":
+        figure = vis.plot_pbt_exploits(view)
+    else:
+        figure = makers[args.kind](view, metric=view.metric, mode=view.mode)
     vis.write_figure(figure, args.output)
-    _out(f"Wrote {args.kind} of {view.metric!r} to {args.output}")
+    _out(f"Wrote {args.kind} of {view.name} to {args.output}")
     return 0
 
 

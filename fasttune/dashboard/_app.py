@@ -124,10 +124,15 @@ def create_app(root: str, token: str | None = None) -> Any:
             "importance": vis.plot_param_importances,
             "history": vis.plot_optimization_history,
         }
+        scheduler = {"stops": vis.plot_stopping_points, "pbt": vis.plot_pbt_exploits}
         kind = q.get("kind", "")
-        if kind not in makers:
-            raise UsageError(f"kind must be one of {sorted(makers)}, got {kind!r}.")
-        figure = makers[kind](view, metric=q.get("metric") or None)
+        if kind in scheduler:
+            figure = scheduler[kind](view)
+        elif kind in makers:
+            figure = makers[kind](view, metric=q.get("metric") or None)
+        else:
+            kinds = sorted([*makers, *scheduler])
+            raise UsageError(f"kind must be one of {kinds}, got {kind!r}.")
         return Response(figure.to_json(), media_type="application/json")
 
     def api_trial(request: Any) -> Any:

@@ -223,6 +223,11 @@ class ExperimentView:
 
     # ------------------------------------------------------------------ queries
     @property
+    def fs_path(self) -> str:
+        """The experiment folder's path within :attr:`fs`."""
+        return self._fs_path
+
+    @property
     def name(self) -> str:
         return os.path.basename(self._fs_path.rstrip("/"))
 

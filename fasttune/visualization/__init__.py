@@ -18,14 +18,22 @@ from fasttune.visualization._plots import (
     plot_parallel_coordinate,
     write_figure,
 )
+from fasttune.visualization._schedulers import (
+    pbt_exploits,
+    plot_pbt_exploits,
+    plot_stopping_points,
+)
 from fasttune.visualization._source import as_view
 
 __all__ = [
     "as_view",
     "param_importances",
+    "pbt_exploits",
     "plot_learning_curves",
     "plot_optimization_history",
     "plot_parallel_coordinate",
     "plot_param_importances",
+    "plot_pbt_exploits",
+    "plot_stopping_points",
     "write_figure",
 ]

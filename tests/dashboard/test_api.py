@@ -107,6 +107,12 @@ def test_figures(client):
         assert response.status_code == 200, response.text
         assert response.json()["data"]
     assert client.get("/api/figure", params={"exp": "asha", "kind": "pie"}).status_code == 400
+    stops = client.get("/api/figure", params={"exp": "asha", "kind": "stops"}).json()
+    assert stops["data"][0]["type"] == "bar"
+    pbt = client.get("/api/figure", params={"exp": "pbt", "kind": "pbt"}).json()
+    assert pbt["layout"]["annotations"]
+    none = client.get("/api/figure", params={"exp": "asha", "kind": "pbt"})
+    assert none.status_code == 400 and "pbt_global.txt" in none.json()["error"]
 
 
 def test_trial_page_data(client, project):

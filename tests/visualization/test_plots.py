@@ -117,3 +117,40 @@ def test_plot_command_errors(project, tmp_path, capsys):
     assert "must end in .html" in capsys.readouterr().err
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "x.html")]) == 2
     assert "is not a fasttune experiment" in capsys.readouterr().err
+
+
+def test_stopping_points_show_asha_rungs(project):
+    experiment = os.path.join(project, "asha")
+    files = histories(experiment)
+    figure = vis.plot_stopping_points(experiment)
+    shown = {x: y for trace in figure.data for x, y in zip(trace.x, trace.y)}
+    expected: dict[int, int] = {}
+    for history in files.values():
+        last = history[-1]["training_iteration"]
+        expected[last] = expected.get(last, 0) + 1
+    assert shown == expected
+    assert len(expected) > 1  # ASHA stopped some trials early, at its rungs
+
+
+def test_pbt_exploits_from_the_policy_log(project):
+    experiment = os.path.join(project, "pbt")
+    with open(os.path.join(experiment, "pbt_global.txt")) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    events = vis.pbt_exploits(vis.as_view(experiment))
+    assert len(events) == len(lines) > 0
+    ids = set(histories(experiment))
+    for event, line in zip(events, lines):
+        assert event["target"] in ids and event["donor"] in ids
+        assert (event["target_iteration"], event["donor_iteration"]) == (line[2], line[3])
+        assert event["new_config"] == line[5]
+    figure = vis.plot_pbt_exploits(experiment)
+    assert len(figure.layout.annotations) == len(lines)
+    with pytest.raises(ValueError, match="has no pbt_global.txt"):
+        vis.plot_pbt_exploits(os.path.join(project, "asha"))
+
+
+@pytest.mark.parametrize(("experiment", "kind"), [("asha", "stops"), ("pbt", "pbt")])
+def test_plot_command_scheduler_views(project, tmp_path, experiment, kind, capsys):
+    out = tmp_path / f"{kind}.html"
+    assert main(["plot", os.path.join(project, experiment), "--kind", kind, "-o", str(out)]) == 0
+    assert "Plotly.newPlot" in out.read_text()

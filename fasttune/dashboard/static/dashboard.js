@@ -75,7 +75,8 @@ async function experimentPage() {
   <label><input type="checkbox" id="log"> log y</label>
   smoothing <input type="range" id="smooth" min="0" max="0.95" step="0.05" value="0"></div>
   <div class="charts"><div id="curves" class="chart"></div><div id="history" class="chart"></div>
-  <div id="parallel" class="chart"></div><div id="importance" class="chart"><button id="importance-go">Compute hyperparameter importance</button></div></div>`;
+  <div id="parallel" class="chart"></div><div id="importance" class="chart"><button id="importance-go">Compute hyperparameter importance</button></div>
+  <div id="stops" class="chart"></div><div id="pbt" class="chart"></div></div>`;
   const reload = () => { state.offset = 0; drawTrials(); };
   $("#filter").addEventListener("change", (e) => { state.q = e.target.value; reload(); });
   $("#status").addEventListener("change", (e) => { state.status = e.target.value; reload(); });
@@ -155,7 +156,8 @@ async function drawFigure(kind) {
   } catch (e) { where.innerHTML = `<p class="muted">${esc(kind)}: ${esc(e.message)}</p>`; }
 }
 
-function drawFigures() { drawFigure("history"); drawFigure("parallel"); }
+// the scheduler's view: where trials stopped (ASHA/HyperBand rungs); PBT's exploits if any
+function drawFigures() { ["history", "parallel", "stops", "pbt"].forEach(drawFigure); }
 
 // ------------------------------------------------------------------ one trial
 async function trialPage() {
