@@ -83,7 +83,12 @@ class FailureConfig:
 
 @dataclass
 class SyncConfig:
-    """Accepted for compatibility with Ray; fasttune writes to storage directly."""
+    """Accepted for compatibility with Ray; its fields have no effect.
+
+    With remote storage, workers upload each checkpoint as they make it, and the driver
+    syncs the rest at every experiment snapshot (every 10 s, or
+    ``TUNE_GLOBAL_CHECKPOINT_S``) and at the end.
+    """
 
     sync_period: int = 300
     sync_timeout: int = 1800
@@ -97,8 +102,14 @@ class RunConfig:
 
     Args:
         name: Experiment directory name (default: ``<trainable>_<timestamp>``).
-        storage_path: Root directory or URL (default ``$FASTTUNE_STORAGE_PATH`` or
-            ``~/fasttune_results``).
+        storage_path: Root directory or URL (``s3://bucket/prefix``, ``gs://...``, any
+            fsspec URL); with ``storage_filesystem``, the path inside it. Default:
+            ``$FASTTUNE_STORAGE_PATH`` or ``~/fasttune_results``. The experiment is
+            ``<storage_path>/<name>``; a remote one is written through a local staging
+            directory (``$FASTTUNE_STAGING_DIR``), see the README.
+        storage_filesystem: A filesystem to store the experiment on, as Ray takes it: an
+            fsspec filesystem (e.g. ``s3fs.S3FileSystem(endpoint_url=...)``) or a
+            ``pyarrow.fs.FileSystem``.
         stop: A dict ``{metric: threshold}`` (stop once ``result[metric] >= threshold``),
             a callable ``(trial_id, result) -> bool``, or a ``Stopper``.
         callbacks: ``Callback`` objects notified of the run's events.
