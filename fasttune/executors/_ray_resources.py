@@ -181,7 +181,7 @@ class RayResourceManager:
         self.check_fits(pgf)
         if self._find_free(pgf) is not None or self._staged_ready(pgf):
             return True
-        self._stage(pgf)
+        self._ask_for(pgf)
         return False
 
     def try_allocate(self, trial_id: str, pgf: PlacementGroupFactory | Any) -> Allocation | None:
@@ -201,8 +201,7 @@ class RayResourceManager:
         elif self._staged_ready(pgf):
             group = self._staging.pop(pgf)
         else:
-            self._stage(pgf)
-            self._make_room(pgf)
+            self._ask_for(pgf)
             return None
         allocation = _allocation(pgf)
         self._held[trial_id] = (group, allocation)
@@ -273,13 +272,14 @@ class RayResourceManager:
             self._warn_if_waiting(group)
         return group.ready
 
-    def _stage(self, pgf: PlacementGroupFactory) -> None:
-        if pgf in self._staging:
-            return
-        args, kwargs = pgf.placement_group_args
-        kwargs.setdefault("strategy", pgf.strategy)
-        pg = self._placement_group(pgf.bundles, *args, **kwargs)
-        self._staging[pgf] = PlacedGroup(pgf, pg, pg.ready(), self._clock())
+    def _ask_for(self, pgf: PlacementGroupFactory) -> None:
+        """Ask Ray for a group of this shape (one at a time per shape), and make room."""
+        if pgf not in self._staging:
+            args, kwargs = pgf.placement_group_args
+            kwargs.setdefault("strategy", pgf.strategy)
+            pg = self._placement_group(pgf.bundles, *args, **kwargs)
+            self._staging[pgf] = PlacedGroup(pgf, pg, pg.ready(), self._clock())
+        self._make_room(pgf)
 
     def _make_room(self, pgf: PlacementGroupFactory) -> None:
         """Remove the least recently used free group of another shape: the request

@@ -256,7 +256,9 @@ class RayExecutor(Executor):
         events.append(event)
 
     def _on_death(self, actor: _Actor, exc: BaseException, events: list[Event]) -> None:
-        self._forget(actor)
+        # Also when Ray only says "unavailable" (its node is unreachable): killed, it
+        # cannot come back and train on beside the retry.
+        self._kill(actor)
         launch = actor.launch
         if launch is None:
             return

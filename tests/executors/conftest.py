@@ -74,3 +74,31 @@ def wait_for() -> Callable[..., list[Event]]:
         return events
 
     return wait
+
+
+# ---------------------------------------------------------------------- Ray
+@pytest.fixture(scope="package")
+def ray_cluster():
+    """A Ray cluster of three nodes on this machine, started once for the Ray tests of
+    this package (a node takes seconds to start): the head (4 CPUs, custom resource
+    ``head``), ``rack_a`` and ``rack_b`` (2 CPUs each, 2 of their custom resource).
+
+    Tests connect to it through :func:`ray_connected`; it is shut down after the
+    package's last test.
+    """
+    from tests.executors._ray_support import start_cluster
+
+    cluster = start_cluster()
+    yield cluster
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def ray_connected(ray_cluster):
+    """This process connected to :func:`ray_cluster` for one module, disconnected after
+    (a connection left open would send later modules' trials to Ray)."""
+    import ray
+
+    ray.init(address=ray_cluster.address, logging_level="ERROR", log_to_driver=False)
+    yield ray_cluster
+    ray.shutdown()
