@@ -135,6 +135,15 @@ def create_app(root: str, token: str | None = None) -> Any:
             raise UsageError(f"kind must be one of {kinds}, got {kind!r}.")
         return Response(figure.to_json(), media_type="application/json")
 
+    def api_compare(request: Any) -> Any:
+        from fasttune import visualization as vis
+
+        ids = [e for e in request.query_params.get("exps", "").split(",") if e][:10]
+        views = [experiments.view(exp) for exp in ids]
+        metric = request.query_params.get("metric") or None
+        figure = vis.plot_experiments_comparison(views, metric=metric)
+        return Response(figure.to_json(), media_type="application/json")
+
     def api_trial(request: Any) -> Any:
         _, view = exp_of(request)
         return data.trial_detail(view, request.query_params.get("id", ""))
@@ -164,6 +173,7 @@ def create_app(root: str, token: str | None = None) -> Any:
         Route("/api/curves", answer(api_curves)),
         Route("/api/figure", answer(api_figure)),
         Route("/api/trial", answer(api_trial)),
+        Route("/api/compare", answer(api_compare)),
         Route("/static/plotly.min.js", plotly_js),
         Route("/static/dashboard.js", app_js),
     ]

@@ -13,6 +13,7 @@ Example:
 
 from fasttune.visualization._importance import param_importances, plot_param_importances
 from fasttune.visualization._plots import (
+    plot_experiments_comparison,
     plot_learning_curves,
     plot_optimization_history,
     plot_parallel_coordinate,
@@ -29,6 +30,7 @@ __all__ = [
     "as_view",
     "param_importances",
     "pbt_exploits",
+    "plot_experiments_comparison",
     "plot_learning_curves",
     "plot_optimization_history",
     "plot_parallel_coordinate",

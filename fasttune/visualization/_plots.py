@@ -191,3 +191,42 @@ def write_figure(figure: Any, path: str | os.PathLike[str]) -> None:
         figure.write_image(path)
     else:
         raise ValueError(f"output {path!r}: the file name must end in .html (or .png/.svg).")
+
+
+def plot_experiments_comparison(
+    sources: Sequence[Any], metric: str | None = None, mode: str | None = None
+) -> Any:
+    """The best-so-far ``metric`` of two or more experiments on one chart.
+
+    Args:
+        sources: Experiments (ResultGrid, ExperimentAnalysis, path or ExperimentView).
+        metric: The metric to compare (default: each experiment's own, which must agree).
+        mode: ``"min"``/``"max"`` (default: each experiment's own).
+
+    Raises:
+        ValueError: Fewer than 2 experiments, or their metrics/modes differ or are unknown.
+    """
+    views = [as_view(source, metric, mode) for source in sources]
+    if len(views) < 2:
+        raise ValueError(f"sources: pass 2 or more experiments to compare, got {len(views)}.")
+    metrics = {v.metric for v in views}
+    modes = {v.mode for v in views}
+    if len(metrics) != 1 or None in metrics or len(modes) != 1 or None in modes:
+        raise ValueError(
+            "metric/mode: the experiments name different or no metrics and modes "
+            f"({sorted(map(str, metrics))}, {sorted(map(str, modes))}); pass metric= and mode=."
+        )
+    go = plotly_go()
+    figure = go.Figure()
+    for view in views:
+        best: list[float] = []
+        for _, value in scored(view, view.metric or ""):
+            better = min if view.mode == "min" else max
+            best.append(value if not best else better(best[-1], value))
+        figure.add_trace(go.Scatter(x=list(range(len(best))), y=best, mode="lines", name=view.name))
+    figure.update_layout(
+        title=f"Best {views[0].metric} so far ({views[0].mode})",
+        xaxis_title="trial (in order)",
+        yaxis_title=views[0].metric,
+    )
+    return figure

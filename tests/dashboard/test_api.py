@@ -52,7 +52,7 @@ def test_experiments_list_matches_the_files(client, project):
     assert (errors["metric"], errors["mode"]) == ("loss", "min")
     assert errors["best"] == pytest.approx(best["loss"])
     assert errors["best_trial"] == best["trial_id"]
-    assert errors["start_time"] <= errors["last_update"]
+    assert errors["start_time"] <= errors["last_update"] + 1  # result timestamps are whole s
 
 
 def test_trials_are_paged_sorted_and_filtered_on_the_server(client, project):
@@ -113,6 +113,15 @@ def test_figures(client):
     assert pbt["layout"]["annotations"]
     none = client.get("/api/figure", params={"exp": "asha", "kind": "pbt"})
     assert none.status_code == 400 and "pbt_global.txt" in none.json()["error"]
+
+
+def test_compare_experiments(client):
+    figure = client.get("/api/compare", params={"exps": "asha,pbt"}).json()
+    assert [t["name"] for t in figure["data"]] == ["asha", "pbt"]
+    mixed = client.get("/api/compare", params={"exps": "asha,errors"})
+    assert mixed.status_code == 400 and "different or no metrics" in mixed.json()["error"]
+    outside = client.get("/api/compare", params={"exps": "asha,../.."})
+    assert outside.status_code == 404
 
 
 def test_trial_page_data(client, project):

@@ -154,3 +154,17 @@ def test_plot_command_scheduler_views(project, tmp_path, experiment, kind, capsy
     out = tmp_path / f"{kind}.html"
     assert main(["plot", os.path.join(project, experiment), "--kind", kind, "-o", str(out)]) == 0
     assert "Plotly.newPlot" in out.read_text()
+
+
+def test_experiments_comparison(project):
+    asha, pbt = os.path.join(project, "asha"), os.path.join(project, "pbt")
+    figure = vis.plot_experiments_comparison([asha, pbt])
+    assert [t.name for t in figure.data] == ["asha", "pbt"]
+    for trace, experiment in zip(figure.data, (asha, pbt)):
+        best = max(h[-1]["score"] for h in histories(experiment).values())
+        assert trace.y[-1] == pytest.approx(best)
+        assert list(trace.y) == sorted(trace.y)  # best so far never gets worse (max)
+    with pytest.raises(ValueError, match="name different or no metrics"):
+        vis.plot_experiments_comparison([asha, os.path.join(project, "errors")])
+    with pytest.raises(ValueError, match="pass 2 or more experiments"):
+        vis.plot_experiments_comparison([asha])

@@ -32,25 +32,45 @@ function showError(where, error) {
 }
 
 // ------------------------------------------------------------------ experiments
+const compared = new Set();
 async function experimentsPage() {
   const main = $("#main");
+  main.innerHTML = '<div id="list"></div><h3>Compare (tick 2 or more experiments with the same metric)</h3><div id="compare" class="chart"></div>';
+  const list = $("#list");
   const draw = async () => {
     let data;
-    try { data = await api("/api/experiments"); } catch (e) { showError(main, e); return; }
+    try { data = await api("/api/experiments"); } catch (e) { showError(list, e); return; }
     const rows = data.experiments.map((x) =>
-      `<tr data-exp="${esc(x.id)}"><td><a href="${expUrl(x.id)}">${esc(x.name)}</a></td>` +
+      `<tr data-exp="${esc(x.id)}"><td><input type="checkbox" ${compared.has(x.id) ? "checked" : ""}></td><td><a href="${expUrl(x.id)}">${esc(x.name)}</a></td>` +
       `<td data-col="total">${x.total}</td><td data-col="running" class="RUNNING">${x.counts.RUNNING || ""}</td>` +
       `<td data-col="terminated">${x.counts.TERMINATED}</td><td data-col="error" class="ERROR">${x.counts.ERROR || ""}</td>` +
       `<td data-col="pending">${x.counts.PENDING + x.counts.PAUSED}</td>` +
       `<td>${esc(x.metric || "")} ${esc(x.mode || "")}</td><td data-col="best">${fmt(x.best)}</td>` +
       `<td>${when(x.start_time)}</td><td>${when(x.last_update)}</td></tr>`).join("");
-    main.innerHTML = `<p class="muted">${esc(data.root)}</p>` + (data.experiments.length ?
-      `<table id="experiments"><tr><th>experiment</th><th>trials</th><th>running</th><th>terminated</th>` +
+    list.innerHTML = `<p class="muted">${esc(data.root)}</p>` + (data.experiments.length ?
+      `<table id="experiments"><tr><th></th><th>experiment</th><th>trials</th><th>running</th><th>terminated</th>` +
       `<th>error</th><th>pending/paused</th><th>metric</th><th>best</th><th>started</th><th>last result</th></tr>${rows}</table>`
       : "<p>No experiments in this folder yet.</p>");
+    list.querySelectorAll("tr[data-exp] input").forEach((box) => box.addEventListener("change", () => {
+      const id = box.closest("tr").dataset.exp;
+      if (box.checked) compared.add(id); else compared.delete(id);
+      drawCompare();
+    }));
   };
   await draw();
   setInterval(draw, 2000);
+}
+
+async function drawCompare() {
+  const where = $("#compare");
+  if (compared.size < 2) { where.innerHTML = ""; return; }
+  loadPlotly();
+  try {
+    const figure = await api("/api/compare", {exps: [...compared].join(",")});
+    await plotlyReady;
+    where.innerHTML = "";
+    Plotly.react(where, figure.data, Object.assign(figure.layout || {}, {margin: {t: 40}}));
+  } catch (e) { where.innerHTML = `<p class="muted">${esc(e.message)}</p>`; }
 }
 
 // ------------------------------------------------------------------ one experiment
