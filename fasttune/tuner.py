@@ -213,7 +213,12 @@ class Tuner:
                 ``storage_filesystem``.
             storage_filesystem: The filesystem ``path`` is on (fsspec or pyarrow).
         """
-        from fasttune._internal.experiment_state import SNAPSHOT_FILE, TUNER_FILE
+        from fasttune._internal.experiment_state import (
+            BASE_FILE,
+            JOURNAL_FILE,
+            SNAPSHOT_FILE,
+            TUNER_FILE,
+        )
         from fasttune.storage.location import locate_experiment
         from fasttune.storage.state_commit import read_manifest
 
@@ -221,8 +226,11 @@ class Tuner:
         if storage.is_remote:
             manifest = read_manifest(storage.filesystem, storage.path)
             return manifest is not None and {SNAPSHOT_FILE, TUNER_FILE} <= set(manifest["files"])
-        return os.path.exists(os.path.join(storage.path, SNAPSHOT_FILE)) and os.path.exists(
-            os.path.join(storage.path, TUNER_FILE)
+        # The snapshot is an optimisation: the journal or the base records (and the trial
+        # folders) rebuild a run whose snapshot was lost.
+        return os.path.exists(os.path.join(storage.path, TUNER_FILE)) and any(
+            os.path.exists(os.path.join(storage.path, name))
+            for name in (SNAPSHOT_FILE, JOURNAL_FILE, BASE_FILE)
         )
 
     @classmethod
@@ -263,6 +271,13 @@ class Tuner:
         if not cls.can_restore(path, storage_filesystem) or (
             storage.is_remote and not _download_experiment(storage)
         ):
+            if not storage.is_remote and _has_state_but_no_tuner(storage.path):
+                raise ValueError(
+                    f"Tuner.restore(path={storage.uri!r}): the experiment's tuner.pkl (its "
+                    "trainable, param_space and configs) is missing, so the run cannot be "
+                    "continued. Its trials and results are intact: read them with "
+                    f"fasttune.ExperimentAnalysis({storage.uri!r})."
+                )
             raise ValueError(
                 f"Tuner.restore(path={storage.uri!r}): no fasttune experiment there. Pass "
                 "the directory printed when the experiment started (<storage_path>/<name>)."
@@ -344,6 +359,22 @@ def _download_trial_files(storage: Any, loaded: Any) -> None:
         if state["status"] != TrialStatus.TERMINATED.value and state.get("relative_logdir")
     ]
     storage.mirror.fetch_files(again)
+
+
+def _has_state_but_no_tuner(path: str) -> bool:
+    from fasttune._internal.experiment_state import (
+        BASE_FILE,
+        JOURNAL_FILE,
+        SNAPSHOT_FILE,
+        TUNER_FILE,
+    )
+
+    if os.path.exists(os.path.join(path, TUNER_FILE)):
+        return False
+    return any(
+        os.path.exists(os.path.join(path, name))
+        for name in (SNAPSHOT_FILE, JOURNAL_FILE, BASE_FILE)
+    )
 
 
 def _holds_experiment(path: str) -> bool:

@@ -32,6 +32,7 @@ Layout of an experiment directory (besides one directory per trial):
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -40,8 +41,11 @@ from typing import Any
 
 import cloudpickle
 
+from fasttune._internal.state_recovery import pending_records, records_from_folders
 from fasttune._support.encoding import encode_result_line
 from fasttune.storage.filesystem import atomic_write_bytes
+
+logger = logging.getLogger(__name__)
 
 SNAPSHOT_FILE = "experiment_state.json"
 JOURNAL_FILE = "experiment_state.journal"
@@ -297,13 +301,29 @@ class ExperimentStateStore:
             FileNotFoundError: There is no experiment state at this path.
         """
         snapshot_path = self._file(SNAPSHOT_FILE)
-        if not os.path.exists(snapshot_path):
+        rebuildable = os.path.exists(self._file(TUNER_FILE)) and (
+            os.path.exists(self._file(JOURNAL_FILE)) or os.path.exists(self._file(BASE_FILE))
+        )
+        if not os.path.exists(snapshot_path) and not rebuildable:
             raise FileNotFoundError(
                 f"No fasttune experiment state at {self.path!r} (expected {SNAPSHOT_FILE}). "
                 "Pass the experiment directory, i.e. <storage_path>/<name>."
             )
-        with open(snapshot_path, encoding="utf-8") as f:
-            document = json.load(f)
+        try:
+            if not os.path.exists(snapshot_path):
+                raise ValueError("it is missing")
+            with open(snapshot_path, encoding="utf-8") as f:
+                document = json.load(f)
+            if not isinstance(document, dict):
+                raise ValueError(f"a {type(document).__name__}, not an object")
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError: damaged
+            logger.warning(
+                "%s is damaged or missing (%s): the experiment is rebuilt from its journal, "
+                "its base records and its trial folders instead.",
+                snapshot_path,
+                e,
+            )
+            document = {"version": FORMAT_VERSION, "trials": [], "journal_seq": 0, "meta": {}}
         if document.get("version") not in _READABLE_VERSIONS:
             raise ValueError(
                 f"{snapshot_path} has state format version {document.get('version')}, but this "
@@ -323,15 +343,28 @@ class ExperimentStateStore:
             trials[entry["trial"]["trial_id"]] = entry["trial"]
             last_seq = max(last_seq, entry["seq"])
         self._seq = last_seq
+        configs = _read_configs(self._file(CONFIGS_FILE))
+        rebuilt = records_from_folders(self.path, set(trials))
+        known = set(trials) | {r["trial_id"] for r in rebuilt}
+        name = _any_trainable_name(trials, rebuilt, document)
+        rebuilt += pending_records(configs, known, trainable_name=name)
+        if rebuilt:
+            names = [r["trial_id"] for r in rebuilt]
+            logger.warning(
+                "%d trials of %s were missing from its state files (a damaged or deleted "
+                "journal or snapshot) and were rebuilt from their folders (or, never "
+                "started, from the configs log): %s",
+                len(rebuilt),
+                self.path,
+                ", ".join(names[:10]) + (" ..." if len(names) > 10 else ""),
+            )
+            for record in rebuilt:
+                trials[record["trial_id"]] = record
         # Version 1 records carry no position: their order of first sight is creation order.
         first_seen = {trial_id: i for i, trial_id in enumerate(trials)}
         ordered = sorted(trials.values(), key=lambda t: t.get("pos", first_seen[t["trial_id"]]))
         self._pos = {state["trial_id"]: i for i, state in enumerate(ordered)}
-        loaded = LoadedExperiment(
-            meta=document.get("meta", {}),
-            trials=ordered,
-            configs=_read_configs(self._file(CONFIGS_FILE)),
-        )
+        loaded = LoadedExperiment(meta=document.get("meta", {}), trials=ordered, configs=configs)
         search = _load_pickle(self._file(SEARCH_STATE_FILE))
         if search is not None:
             loaded.search_state = search["state"]
@@ -355,10 +388,18 @@ class ExperimentStateStore:
         return loaded
 
     def load_tuner(self) -> dict[str, Any]:
-        data = _load_pickle(self._file(TUNER_FILE))
+        data = _load_pickle(self._file(TUNER_FILE), damaged_ok=False)
         if data is None:
             raise FileNotFoundError(f"No {TUNER_FILE} in {self.path!r}: not a Tuner experiment.")
         return data
+
+
+def _any_trainable_name(
+    trials: dict[str, dict[str, Any]], rebuilt: list[dict[str, Any]], document: dict[str, Any]
+) -> str:
+    for record in (*trials.values(), *rebuilt):
+        return str(record["trainable_name"])
+    return str(document.get("meta", {}).get("trainable_name") or "trainable")
 
 
 def _state_of(plugin: Any) -> Any:
@@ -367,17 +408,30 @@ def _state_of(plugin: Any) -> Any:
 
 
 def _read_json_lines(path: str) -> list[dict[str, Any]]:
+    """The records of a JSON-lines state file; damaged lines are skipped (and said)."""
     if not os.path.exists(path):
         return []
     entries = []
+    damaged = 0
     with open(path, "rb") as f:
         for raw in f:
             if not raw.endswith(b"\n"):
                 break  # a torn last line: the write never completed
             try:
-                entries.append(json.loads(raw))
+                entry = json.loads(raw)
             except ValueError:
-                break
+                damaged += 1  # later lines are whole records of their own: keep reading
+                continue
+            if isinstance(entry, dict):
+                entries.append(entry)
+            else:
+                damaged += 1
+    if damaged:
+        logger.warning(
+            "%s has %d damaged line(s), skipped; the records around them were read.",
+            path,
+            damaged,
+        )
     return entries
 
 
@@ -398,11 +452,19 @@ def _read_configs(path: str) -> dict[str, Any]:
     return configs
 
 
-def _load_pickle(path: str) -> Any:
+def _load_pickle(path: str, *, damaged_ok: bool = True) -> Any:
+    """The object pickled in ``path``; None when missing, or damaged and ``damaged_ok``
+    (a plugin's state: the run goes on without it, and says so)."""
     if not os.path.exists(path):
         return None
-    with open(path, "rb") as f:
-        return cloudpickle.load(f)
+    try:
+        with open(path, "rb") as f:
+            return cloudpickle.load(f)
+    except Exception as e:  # UnpicklingError, EOFError, ... from a truncated file
+        if not damaged_ok:
+            raise
+        logger.warning("%s is damaged (%s: %s) and was not restored.", path, type(e).__name__, e)
+        return None
 
 
 def load_trials(experiment_path: str, *, trials_path: str | None = None) -> list[Any]:

@@ -48,6 +48,8 @@ def restored_trials(
         )
         spec.trial_factory.attach(trial)
         _decide(trial, resume_unfinished, resume_errored, restart_errored)
+        if not trial.is_finished() and not trial.config and state["trial_id"] not in loaded.configs:
+            _config_lost(trial)
         trials.append(trial)
     return trials
 
@@ -78,6 +80,8 @@ def _decide(
 def restore_plugin_state(controller: Any, loaded: LoadedExperiment) -> None:
     """Give searcher, scheduler and callbacks back the state saved with the experiment."""
     spec = controller.spec
+    if loaded.search_state is None and controller.trials:
+        _fast_forward_search(controller)
     if loaded.search_state is not None:
         spec.search_alg.set_state(loaded.search_state)
         # Trials that finished after the search state was last saved: tell it now.
@@ -167,3 +171,51 @@ def _read_result_lines(trial_dir: str | None) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except ValueError:
                 continue
+
+
+def _config_lost(trial: Trial) -> None:
+    """A trial whose config is gone (a damaged configs log, no params.pkl) cannot run:
+    it ends in ERROR with the reason, rather than run with an empty config."""
+    from fasttune._internal.failure import write_error_files
+
+    trial.status = TrialStatus.ERROR
+    trial.restore_path = None
+    trial.error_msg = (
+        "its config was lost (trial_configs.pkl is damaged and the trial has no "
+        "params.pkl), so it cannot run; run its search again for a new sample"
+    )
+    trial.num_failures += 1
+    trial.error_file = write_error_files(
+        trial.init_local_path(), trial.num_failures, f"TuneError: {trial.error_msg}", None
+    )
+    logger.warning("Trial %s: %s.", trial.trial_id, trial.error_msg)
+
+
+def _fast_forward_search(controller: Any) -> None:
+    """Stand in for a lost search state: a new search algorithm skips the samples the
+    restored trials already drew, and is told the finished ones.
+
+    A seeded variant generator draws the same samples again, so what it suggests next
+    is what the lost state would have suggested; a model-based searcher relearns only
+    from the finished trials.
+    """
+    search_alg = controller.spec.search_alg
+    skipped = 0
+    for trial in controller.trials:
+        if search_alg.is_finished():
+            break
+        if search_alg.next_suggestion(trial.trial_id) is not None:
+            skipped += 1
+    for trial in controller.trials:
+        if trial.is_finished():
+            search_alg.on_trial_complete(
+                trial.trial_id, trial.last_result, error=trial.status is TrialStatus.ERROR
+            )
+            controller.search_completed.add(trial.trial_id)
+    logger.warning(
+        "The search state of %s was missing or damaged: the search algorithm started "
+        "again and skipped the %d samples its %d trials already drew.",
+        controller.spec.experiment_path,
+        skipped,
+        len(controller.trials),
+    )

@@ -1,0 +1,132 @@
+"""Damaged experiment state: each case is made for real on a crashed experiment, then
+restored; it recovers, or fails clearly, with nothing silently lost.
+
+One driver is SIGKILLed mid-run (some trials finished, some running, some never
+started); each test damages a copy of what it left, and restores it in this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+
+import pytest
+
+import fasttune as tune
+from tests.runner._driver_script import slow_counter
+from tests.runner.test_resume import _start_driver, _wait_for_results
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory):
+    storage = str(tmp_path_factory.mktemp("crashed") / "store")
+    proc = _start_driver(storage)
+    _wait_for_results(storage, 25)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return os.path.join(storage, "killed")
+
+
+@pytest.fixture
+def copy(crashed, tmp_path):
+    path = str(tmp_path / "killed")
+    shutil.copytree(crashed, path)
+    return path
+
+
+def _restore(path):
+    tune.init(num_cpus=2)
+    try:
+        return tune.Tuner.restore(path, trainable=slow_counter).fit()
+    finally:
+        tune.shutdown()
+
+
+def _all_finished(grid):
+    assert len(grid) == 10 and grid.num_errors == 0
+    assert [r.metrics["training_iteration"] for r in grid] == [8] * 10
+    return sorted(r.config["x"] for r in grid)
+
+
+def test_undamaged_reference(copy):
+    _all_finished(_restore(copy))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["delete", "truncate", "empty", "garbage"],
+)
+def test_a_lost_or_damaged_snapshot_is_rebuilt(copy, damage, caplog):
+    path = os.path.join(copy, "experiment_state.json")
+    data = open(path, "rb").read()
+    if damage == "delete":
+        os.remove(path)
+    else:
+        new = {"truncate": data[: len(data) // 2], "empty": b"", "garbage": os.urandom(200)}
+        open(path, "wb").write(new[damage])
+    assert tune.Tuner.can_restore(copy)
+    with caplog.at_level(logging.WARNING):
+        _all_finished(_restore(copy))
+    assert "experiment_state.json is damaged or missing" in caplog.text
+
+
+def test_a_deleted_journal_loses_no_trial(copy, caplog):
+    os.remove(os.path.join(copy, "experiment_state.journal"))
+    with caplog.at_level(logging.WARNING):
+        _all_finished(_restore(copy))  # was: 0 trials, and that state written over
+    assert "were rebuilt from their folders" in caplog.text
+
+
+def test_a_garbled_journal_line_drops_only_itself(copy, caplog):
+    path = os.path.join(copy, "experiment_state.journal")
+    lines = open(path, "rb").read().split(b"\n")
+    middle = len(lines) // 2
+    lines[middle] = b"{garbage" + lines[middle][8:]
+    open(path, "wb").write(b"\n".join(lines))
+    with caplog.at_level(logging.WARNING):
+        _all_finished(_restore(copy))
+    assert "1 damaged line(s), skipped" in caplog.text
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate"])
+def test_a_lost_search_state_does_not_draw_the_samples_again(copy, crashed, damage, tmp_path):
+    reference = str(tmp_path / "reference")
+    shutil.copytree(crashed, reference)
+    expected = _all_finished(_restore(reference))
+    path = os.path.join(copy, "search_state.pkl")
+    if damage == "delete":
+        os.remove(path)
+    else:
+        open(path, "wb").write(open(path, "rb").read()[:20])
+    assert _all_finished(_restore(copy)) == expected  # was: 20 trials, 10 configs twice
+
+
+def test_deleted_base_records_are_rebuilt(copy):
+    os.remove(os.path.join(copy, "trial_states.jsonl"))
+    _all_finished(_restore(copy))
+
+
+def test_a_lost_config_ends_its_never_started_trials_in_error_not_with_empty_configs(copy):
+    path = os.path.join(copy, "trial_configs.pkl")
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 3])
+    started = {n for n in os.listdir(copy) if os.path.isdir(os.path.join(copy, n))}
+    grid = _restore(copy)
+    assert len(grid) == 10
+    lost = [r for r in grid if r.error is not None]
+    assert lost, "the truncated log should have lost the config of a trial not yet started"
+    for result in lost:
+        assert "config was lost" in str(result.error)
+    finished = [r for r in grid if r.error is None]
+    assert all(r.metrics["training_iteration"] == 8 for r in finished)
+    assert len(finished) >= len(started)  # every trial that had started kept its config
+
+
+def test_a_lost_tuner_file_says_what_is_intact(copy):
+    os.remove(os.path.join(copy, "tuner.pkl"))
+    with pytest.raises(ValueError, match=r"tuner\.pkl .* is missing.*ExperimentAnalysis"):
+        tune.Tuner.restore(copy, trainable=slow_counter)
