@@ -29,6 +29,7 @@ from fasttune.utils.util import flatten_dict
 STATE_FILE = "experiment_state.json"
 MANIFEST_FILE = "experiment_state.manifest.json"  # a remote experiment's committed state
 FINISHED = frozenset({"TERMINATED", "ERROR"})
+LOAD_SPACING = 5  # a full re-read waits at least this many times its own duration
 _NOT_METRICS = frozenset({R.CONFIG, "hostname", "node_ip", "date", R.TRIAL_ID, "experiment_tag"})
 
 
@@ -110,6 +111,8 @@ class ExperimentView:
     _records: list[Any] = field(init=False, repr=False, default_factory=list)
     _stamp: Any = field(init=False, repr=False, default=None)
     _index: dict[str, int] | None = field(init=False, repr=False, default=None)
+    _loaded_at: float = field(init=False, repr=False, default=0.0)
+    _load_seconds: float = field(init=False, repr=False, default=0.0)
 
     def __post_init__(self) -> None:
         if self.mode not in (None, "min", "max"):
@@ -127,6 +130,7 @@ class ExperimentView:
         self._load()
 
     def _load(self) -> None:
+        started = time.monotonic()
         self._stamp = self._state_stamp()
         try:
             analysis = ExperimentAnalysis(self.path)
@@ -138,12 +142,21 @@ class ExperimentView:
         self._records = list(analysis.trials)
         self.trials = [self._summary(t) for t in self._records]
         self._index = None
+        self._loaded_at = time.monotonic()
+        self._load_seconds = self._loaded_at - started
 
     def refresh(self) -> None:
-        """Read what changed since the last read: everything if the state files changed
-        (a trial added, started, finished), else the unfinished trials' results only."""
+        """Read what changed since the last read.
+
+        When the state files changed (a trial added, started, finished), everything is
+        read again, but at most once per ``LOAD_SPACING`` times the last full read took
+        (a running experiment of 10,000 trials is not re-read back to back, which would
+        take a core from the run); in between, and when the state did not change, only
+        the unfinished trials' results are read.
+        """
         stamp = self._state_stamp()
-        if stamp is None or stamp != self._stamp:
+        due = time.monotonic() - self._loaded_at >= LOAD_SPACING * self._load_seconds
+        if (stamp is None or stamp != self._stamp) and due:
             self._load()
             return
         for i, trial in enumerate(self.trials):
