@@ -113,12 +113,22 @@ class TuneController:
                     total_num_samples=getattr(self.spec.search_alg, "total_samples", None),
                 )
                 self.snapshot()
+                self._tell_missed_endings()
                 while not self.is_finished():
                     self.step()
                 if self._raise is not None:
                     raise self._raise
             finally:
                 self._shutdown()
+
+    def _tell_missed_endings(self) -> None:
+        """Tell the callbacks about trials that ended before a crash but were not told
+        (the driver died between the trial's last record and its callbacks)."""
+        for trial in self.trials:
+            if trial.is_finished() and not trial.ending_told:
+                failed = trial.status is TrialStatus.ERROR
+                self._callback("on_trial_error" if failed else "on_trial_complete", trial)
+                self.lifecycle.told(trial)
 
     def step(self) -> None:
         """One turn of the loop: start trials, handle the executor's events, apply the
@@ -341,6 +351,7 @@ class TuneController:
         self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
         self.search_completed.add(trial.trial_id)  # saved with the next search state
         self._callback("on_trial_error", trial)
+        self.lifecycle.told(trial)
 
     def _completed(self, trial: Trial) -> None:
         """Tell the plugins and callbacks that ``trial`` has TERMINATED."""
@@ -350,6 +361,7 @@ class TuneController:
         # next snapshot); a restore tells the searcher what finished after that save.
         self.search_completed.add(trial.trial_id)
         self._callback("on_trial_complete", trial)
+        self.lifecycle.told(trial)
 
     # ------------------------------------------------------------------ requests, stop-all
     # The RequestHost interface (plugin_requests.py), also used by result decisions.

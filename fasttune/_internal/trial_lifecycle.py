@@ -255,6 +255,12 @@ class TrialLifecycle:
         """A failed trial ends in ERROR."""
         self._set_status(trial, ERROR)
 
+    def told(self, trial: Trial) -> None:
+        """The callbacks were told that ``trial`` ended: journal it, so that a restore
+        tells them only about endings they may have missed (at least once)."""
+        trial.ending_told = True
+        self._state.record_trial(trial)
+
     def end_waiting(self, trial: Trial) -> None:
         """A PENDING or PAUSED trial ends without running again."""
         self._set_status(trial, TERMINATED)

@@ -55,6 +55,7 @@ def trial_from_state(
     trial.num_failures = state.get("num_failures", 0)
     trial.error_msg = state.get("error_msg")
     trial.results_count = state.get("results_count", 0)
+    trial.ending_told = state.get("ending_told", True)  # older states: assume told
     trial.start_time = state.get("start_time")
     if state.get("error_file"):
         trial.error_file = os.path.join(trial.local_path or "", state["error_file"])

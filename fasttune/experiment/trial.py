@@ -147,6 +147,8 @@ class Trial:
         self.error_msg: str | None = None
         self.start_time: float | None = None
         self.results_count = 0
+        # Whether the callbacks were told this trial ended (a restore tells them if not).
+        self.ending_told = False
         # Checkpoints: managed by the controller's checkpoint bookkeeping.
         self.checkpoint_manager: Any = None
         self.restore_path: str | None = None
@@ -359,6 +361,7 @@ class Trial:
             "checkpoint_frequency": self.checkpoint_frequency,
             "checkpoint_at_end": self.checkpoint_at_end,
             "results_count": self.results_count,
+            "ending_told": self.ending_told,
             "start_time": self.start_time,
             "resources": (
                 self.placement_group_factory.to_json()
