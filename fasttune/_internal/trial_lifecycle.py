@@ -23,8 +23,9 @@ RUNNING     :meth:`error`         ERROR       journal
 PENDING,    :meth:`end_waiting`   TERMINATED  journal
 PAUSED
 PAUSED      :meth:`unpause`       PENDING     journal
-PENDING,    :meth:`requeue`       PENDING     journal (after a change: new config...)
+PENDING,    :meth:`restart`       PENDING     journal (after a change: new config...)
 PAUSED
+finished    :meth:`told`          finished    journal: the callbacks heard of the end
 ==========  ====================  ==========  =========================================
 
 (*) still RUNNING, with a stop intent: PAUSE, TERMINATE or INTERRUPT (Ctrl-C: the
