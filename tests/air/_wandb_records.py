@@ -44,9 +44,10 @@ def read_records(path: str) -> Iterator[Any]:
 
 def summarize(path: str) -> dict[str, Any]:
     """The run's identity, config, logged history rows and exit code."""
-    out: dict[str, Any] = {"history": [], "exit_code": None}
+    out: dict[str, Any] = {"history": [], "exit_code": None, "kinds": []}
     for record in read_records(path):
         kind = record.WhichOneof("record_type")
+        out["kinds"].append(kind)
         if kind == "run":
             run = record.run
             out.update(

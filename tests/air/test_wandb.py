@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,17 @@ def _run_file(trial_dir: str, trial_id: str) -> str:
     return path
 
 
+def _summary(trial_dir: str, trial_id: str) -> dict[str, Any]:
+    """The run file's summary, once W&B's service has written all of it (its own process
+    may still be flushing the file when ``finish()`` returns)."""
+    deadline = time.monotonic() + 20
+    while True:
+        run = summarize(_run_file(trial_dir, trial_id))
+        if ("run" in run["kinds"] and "exit" in run["kinds"]) or time.monotonic() > deadline:
+            return run
+        time.sleep(0.2)
+
+
 def _trainable(config: dict[str, Any]) -> None:
     for i in range(3):
         if config.get("fail") and i == 2:
@@ -50,8 +62,9 @@ def test_callback_writes_one_offline_run_per_trial(tmp_path: Any) -> None:
     assert not results.errors
     for result in results:
         trial_id = result.metrics["trial_id"]
-        run = summarize(_run_file(result.path, trial_id))
-        assert run["run_id"] == trial_id and run["name"].endswith(trial_id)
+        run = _summary(result.path, trial_id)
+        assert run.get("run_id") == trial_id, run
+        assert run["name"].endswith(trial_id)
         assert run["project"] == "proj" and run["group"] == "wb"
         assert json.loads(run["config"]["lr"]) == result.config["lr"]
         rows = run["history"]
@@ -73,7 +86,7 @@ def test_failed_trial_run_exits_with_an_error_code(tmp_path: Any) -> None:
     ).fit()
     assert len(results.errors) == 1
     result = results[0]
-    run = summarize(_run_file(result.path, result.metrics["trial_id"]))
+    run = _summary(result.path, result.metrics["trial_id"])
     assert run["group"] == "g" and len(run["history"]) == 2 and run["exit_code"] == 1
 
 
@@ -93,7 +106,7 @@ def test_setup_wandb_inside_the_trainable(tmp_path: Any) -> None:
     assert not results.errors
     result = results[0]
     trial_id = result.metrics["trial_id"]
-    run = summarize(_run_file(result.path, trial_id))
+    run = _summary(result.path, trial_id)
     assert run["run_id"] == trial_id and run["project"] == "inside" and run["group"] == "inside"
     assert [json.loads(r["score"]) for r in run["history"]] == [0.0, 0.5]
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fasttune import result as R
 from fasttune._support.flatten import flatten_result
 from fasttune._support.imports import import_optional
+from fasttune.air.integrations._background import BackgroundCalls
 from fasttune.logger.logger_callback import LoggerCallback
 
 if TYPE_CHECKING:
@@ -79,9 +80,11 @@ def _experiment_id(
 class MLflowLoggerCallback(LoggerCallback):
     """Log each trial to MLflow as one run: config as params, results as metrics.
 
-    Runs on the driver. Each result's numeric values (flattened with ``/``) are logged
-    at step ``timesteps_total`` if reported, else ``training_iteration``; values that
-    are not numbers are skipped.
+    Runs beside the driver, on a thread of its own, so that a slow tracking store does
+    not hold the run up (each trial's results of a step go as one batch); ``fit()``
+    returns once everything is logged. Each result's numeric values (flattened with
+    ``/``) are logged at step ``timesteps_total`` if reported, else
+    ``training_iteration``; values that are not numbers are skipped.
 
     Args:
         tracking_uri: Where MLflow stores runs (``sqlite:///mlflow.db``, a server's
@@ -124,7 +127,10 @@ class MLflowLoggerCallback(LoggerCallback):
         self.log_params_on_trial_end = bool(log_params_on_trial_end)
         self._client: Any = None
         self._experiment_id: str | None = None
-        self._trial_runs: dict[str, str] = {}  # trial id -> MLflow run id
+        self._started: set[str] = set()  # trials with a run (driver side)
+        self._pending: dict[str, list[Any]] = {}  # trial id -> metrics not handed over yet
+        self._calls = BackgroundCalls("MLflowLoggerCallback")
+        self._trial_runs: dict[str, str] = {}  # trial id -> MLflow run id (tracker side)
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         """Connect to the tracking store and find or create the experiment."""
@@ -143,51 +149,85 @@ class MLflowLoggerCallback(LoggerCallback):
             self.setup()
         return self._client
 
-    def _log_params(self, trial: Trial) -> None:
-        from mlflow.entities import Param
-
-        params = [Param(k, v) for k, v in _params(trial.config or {}).items()]
-        client = self._ensure_setup()
-        for start in range(0, len(params), 100):  # MLflow takes 100 params per batch
-            client.log_batch(self._trial_runs[trial.trial_id], params=params[start : start + 100])
+    # The driver's side: cheap, copies what the tracker needs and hands it over.
 
     def log_trial_start(self, trial: Trial) -> None:
-        if trial.trial_id in self._trial_runs:
+        if trial.trial_id in self._started:
             return  # resumed after a pause: same run
-        client = self._ensure_setup()
+        self._ensure_setup()
+        self._started.add(trial.trial_id)
         tags = {**{k: str(v) for k, v in self.tags.items()}, "trial_name": str(trial)}
-        run = client.create_run(experiment_id=self._experiment_id, tags=tags, run_name=str(trial))
-        self._trial_runs[trial.trial_id] = run.info.run_id
-        if not self.log_params_on_trial_end:
-            self._log_params(trial)
+        params = None if self.log_params_on_trial_end else _params(trial.config or {})
+        self._calls.submit(self._create_run, trial.trial_id, str(trial), tags, params)
 
     def log_trial_result(self, iteration: int, trial: Trial, result: dict[str, Any]) -> None:
         from mlflow.entities import Metric
 
-        if trial.trial_id not in self._trial_runs:
+        if trial.trial_id not in self._started:
             self.log_trial_start(trial)
-        step = result.get(R.TIMESTEPS_TOTAL) or result.get(R.TRAINING_ITERATION) or iteration
+        step = int(result.get(R.TIMESTEPS_TOTAL) or result.get(R.TRAINING_ITERATION) or iteration)
         timestamp = int(time.time() * 1000)
         flat = flatten_result(result, (R.CONFIG,))
-        metrics = [Metric(k, v, timestamp, int(step)) for k, v in _numbers(flat).items()]
-        client = self._ensure_setup()
-        run_id = self._trial_runs[trial.trial_id]
-        for start in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics per batch
-            client.log_batch(run_id, metrics=metrics[start : start + 1000])
+        self._pending.setdefault(trial.trial_id, []).extend(
+            Metric(k, v, timestamp, step) for k, v in _numbers(flat).items()
+        )
+
+    def on_step_end(self, iteration: int, trials: list[Trial], **info: Any) -> None:
+        """Hand each trial's results of this step to the tracker as one batch."""
+        if self._pending:
+            pending, self._pending = self._pending, {}
+            for trial_id, metrics in pending.items():
+                self._calls.submit(self._log_metrics, trial_id, metrics)
 
     def log_trial_end(self, trial: Trial, failed: bool = False) -> None:
-        run_id = self._trial_runs.get(trial.trial_id)
-        if run_id is None:
+        if trial.trial_id not in self._started:
             return
-        client = self._ensure_setup()
+        self._started.discard(trial.trial_id)
+        metrics = self._pending.pop(trial.trial_id, None)
+        if metrics:
+            self._calls.submit(self._log_metrics, trial.trial_id, metrics)
+        artifacts = trial.local_path if self.should_save_artifact else None
+        params = _params(trial.config or {}) if self.log_params_on_trial_end else None
+        self._calls.submit(self._end_run, trial.trial_id, failed, artifacts, params)
+
+    def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
+        """Wait for the tracker to have everything."""
+        self.on_step_end(0, trials)
+        self._calls.drain()
+
+    # The tracker's side, on the background thread, in order.
+
+    def _log_params(self, run_id: str, params: dict[str, str]) -> None:
+        from mlflow.entities import Param
+
+        batch = [Param(k, v) for k, v in params.items()]
+        for start in range(0, len(batch), 100):  # MLflow takes 100 params per batch
+            self._client.log_batch(run_id, params=batch[start : start + 100])
+
+    def _create_run(
+        self, trial_id: str, name: str, tags: dict[str, str], params: dict[str, str] | None
+    ) -> None:
+        run = self._client.create_run(experiment_id=self._experiment_id, tags=tags, run_name=name)
+        self._trial_runs[trial_id] = run.info.run_id
+        if params:
+            self._log_params(run.info.run_id, params)
+
+    def _log_metrics(self, trial_id: str, metrics: list[Any]) -> None:
+        run_id = self._trial_runs[trial_id]
+        for start in range(0, len(metrics), 1000):  # MLflow takes 1000 metrics per batch
+            self._client.log_batch(run_id, metrics=metrics[start : start + 1000])
+
+    def _end_run(
+        self, trial_id: str, failed: bool, artifacts: str | None, params: dict[str, str] | None
+    ) -> None:
+        run_id = self._trial_runs.pop(trial_id)
         try:
-            if self.should_save_artifact and trial.local_path and os.path.isdir(trial.local_path):
-                client.log_artifacts(run_id, trial.local_path)
-            if self.log_params_on_trial_end:
-                self._log_params(trial)
+            if artifacts and os.path.isdir(artifacts):
+                self._client.log_artifacts(run_id, artifacts)
+            if params:
+                self._log_params(run_id, params)
         finally:
-            del self._trial_runs[trial.trial_id]
-            client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+            self._client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
 
 
 def setup_mlflow(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from fasttune import result as R
 from fasttune._support.flatten import flatten_result
 from fasttune._support.imports import import_optional
+from fasttune.air.integrations._background import BackgroundCalls
 from fasttune.logger.logger_callback import LoggerCallback
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ def _loggable(value: Any) -> bool:
 
 class WandbLoggerCallback(LoggerCallback):
     """Log each trial to W&B as one run: the config, and each result's numbers.
+
+    Runs beside the driver, on a thread of its own (a W&B run takes most of a second
+    to start); ``fit()`` returns once everything is logged.
 
     Args:
         project: The W&B project (or ``WANDB_PROJECT_NAME`` / ``WANDB_PROJECT``).
@@ -116,7 +120,10 @@ class WandbLoggerCallback(LoggerCallback):
         self.video_kwargs = video_kwargs or {}
         self.image_kwargs = image_kwargs or {}
         self.kwargs = kwargs
-        self._runs: dict[str, Any] = {}  # trial id -> wandb Run
+        self._started: set[str] = set()  # trials with a run (driver side)
+        # one thread for every run: W&B's run start is not safe from several at once
+        self._calls = BackgroundCalls("WandbLoggerCallback")
+        self._runs: dict[str, Any] = {}  # trial id -> wandb Run (tracker side)
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         """Check the project and set the API key before any trial starts."""
@@ -132,12 +139,15 @@ class WandbLoggerCallback(LoggerCallback):
         self.group = self.group or os.environ.get(WANDB_GROUP_ENV_VAR)
         _set_api_key(owner, self.api_key_path, self.api_key)
 
+    # The driver's side: cheap, copies what the tracker needs and hands it over.
+
     def log_trial_start(self, trial: Trial) -> None:
-        if trial.trial_id in self._runs:
+        if trial.trial_id in self._started:
             return  # resumed after a pause: same run
         if not self.project:
             self.setup()
-        wandb = _wandb()
+        _wandb()  # a missing wandb fails here, on the driver
+        self._started.add(trial.trial_id)
         experiment = os.path.basename(trial.experiment_path or "") or None
         init = {
             "id": trial.trial_id,
@@ -150,46 +160,66 @@ class WandbLoggerCallback(LoggerCallback):
             "reinit": "create_new",  # one run per trial, several at once
             **self.kwargs,
         }
-        if init["dir"]:
-            os.makedirs(init["dir"], exist_ok=True)
-        self._runs[trial.trial_id] = wandb.init(**init)
+        self._calls.submit(self._init_run, trial.trial_id, init)
 
     def log_trial_result(self, iteration: int, trial: Trial, result: dict[str, Any]) -> None:
-        run = self._runs.get(trial.trial_id)
-        if run is None:
+        if trial.trial_id not in self._started:
             self.log_trial_start(trial)
-            run = self._runs[trial.trial_id]
         flat = flatten_result(result, self._EXCLUDE)
+        config = None
         if self.log_config and isinstance(result.get(R.CONFIG), Mapping):
-            run.config.update(dict(result[R.CONFIG]), allow_val_change=True)
+            config = dict(result[R.CONFIG])
         excludes = self.excludes
         metrics = {
             k: v
             for k, v in flat.items()
             if _loggable(v) and k not in excludes and k.split("/", 1)[0] not in excludes
         }
-        run.log(metrics)
+        self._calls.submit(self._log, trial.trial_id, metrics, config)
 
     def on_checkpoint(
         self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: Any, **info: Any
     ) -> None:
-        run = self._runs.get(trial.trial_id)
         path = getattr(checkpoint, "path", None)
-        if not self.upload_checkpoints or run is None or not path or not os.path.isdir(path):
-            return
-        wandb = _wandb()
-        artifact = wandb.Artifact(name=f"checkpoint_{trial.trial_id}", type="model")
-        artifact.add_dir(path)
-        run.log_artifact(artifact)
+        if self.upload_checkpoints and trial.trial_id in self._started and path:
+            self._calls.submit(self._upload, trial.trial_id, path)
 
     def log_trial_end(self, trial: Trial, failed: bool = False) -> None:
-        run = self._runs.pop(trial.trial_id, None)
-        if run is not None:
-            run.finish(exit_code=1 if failed else 0)
+        if trial.trial_id in self._started:
+            self._started.discard(trial.trial_id)
+            self._calls.submit(self._finish, trial.trial_id, 1 if failed else 0)
 
     def on_experiment_end(self, trials: list[Trial], **info: Any) -> None:
-        for trial_id in list(self._runs):
-            self._runs.pop(trial_id).finish()
+        """Finish the runs still open and wait for the tracker to have everything."""
+        for trial_id in self._started:
+            self._calls.submit(self._finish, trial_id, 0)
+        self._started.clear()
+        self._calls.drain()
+
+    # The tracker's side, on the background thread, in order.
+
+    def _init_run(self, trial_id: str, init: dict[str, Any]) -> None:
+        if init.get("dir"):
+            os.makedirs(init["dir"], exist_ok=True)
+        self._runs[trial_id] = _wandb().init(**init)
+
+    def _log(self, trial_id: str, metrics: dict[str, Any], config: dict[str, Any] | None) -> None:
+        run = self._runs[trial_id]
+        if config is not None:
+            run.config.update(config, allow_val_change=True)
+        run.log(metrics)
+
+    def _upload(self, trial_id: str, path: str) -> None:
+        if not os.path.isdir(path):
+            return
+        artifact = _wandb().Artifact(name=f"checkpoint_{trial_id}", type="model")
+        artifact.add_dir(path)
+        self._runs[trial_id].log_artifact(artifact)
+
+    def _finish(self, trial_id: str, exit_code: int) -> None:
+        run = self._runs.pop(trial_id, None)
+        if run is not None:
+            run.finish(exit_code=exit_code)
 
 
 def setup_wandb(
