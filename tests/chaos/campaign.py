@@ -16,6 +16,7 @@ the checks compare it with an uninterrupted reference run of the same experiment
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -47,16 +48,42 @@ class Outcome:
     notifications_off: list[str] = field(default_factory=list)
 
 
-def _run_driver(kind: str, storage: str, side_dir: str, kill_after: float | None) -> bool:
-    """One driver process; True if it finished (not killed)."""
+def _run_driver(
+    kind: str,
+    storage: str,
+    side_dir: str,
+    kill_after: float | None,
+    child_kill_at: float | None = None,
+) -> bool:
+    """One driver process; True if it finished (not killed).
+
+    With ``child_kill_at``, one of its children (a worker or the fork server) is
+    SIGKILLed that many seconds in, and the driver lives on.
+    """
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.chaos.experiments", kind, storage, side_dir],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
+    # The kill clock starts when a trial starts an iteration in this round: kills then
+    # land in the run, not in the imports, however loaded the machine is.
+    before = _iterations_started(side_dir)
+    deadline = time.time() + 120
+    while _iterations_started(side_dir) == before and proc.poll() is None:
+        if time.time() > deadline:
+            break
+        time.sleep(0.01)
     try:
-        out, err = proc.communicate(timeout=kill_after)
+        if child_kill_at is not None:
+            try:
+                out, err = proc.communicate(timeout=child_kill_at)
+            except subprocess.TimeoutExpired:
+                _kill_a_child(proc.pid, random.Random(int(child_kill_at * 1000)))
+                remaining = None if kill_after is None else max(kill_after - child_kill_at, 0.1)
+                out, err = proc.communicate(timeout=remaining)
+        else:
+            out, err = proc.communicate(timeout=kill_after)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
@@ -66,15 +93,43 @@ def _run_driver(kind: str, storage: str, side_dir: str, kill_after: float | None
     return True
 
 
-def run_campaign(kind: str, kills: int, seed: int, workdir: str) -> Outcome:
-    """Kill the driver ``kills`` times at random moments, then let it finish."""
+def _iterations_started(side_dir: str) -> int:
+    """Bytes in the side logs of iterations started (grows with every iteration)."""
+    total = 0
+    for name in os.listdir(side_dir):
+        if name.endswith(".log"):
+            with contextlib.suppress(FileNotFoundError):
+                total += os.path.getsize(os.path.join(side_dir, name))
+    return total
+
+
+def _kill_a_child(pid: int, rng: random.Random) -> None:
+    """SIGKILL one process below the driver: a worker, or the fork server."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    if children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(rng.choice(children).pid, signal.SIGKILL)
+
+
+def run_campaign(
+    kind: str, kills: int, seed: int, workdir: str, child_kills: bool = False
+) -> Outcome:
+    """Kill the driver ``kills`` times at random moments, then let it finish; with
+    ``child_kills``, every other round also kills a worker or the fork server first."""
     rng = random.Random(seed)
     storage = os.path.join(workdir, "store")
     side_dir = os.path.join(workdir, "side")
     os.makedirs(side_dir)
     done = 0
-    for _ in range(kills):
-        if _run_driver(kind, storage, side_dir, kill_after=rng.uniform(0.4, 1.5)):
+    for round_number in range(kills):
+        kill_after = rng.uniform(0.05, 1.0)  # after its first iteration (see _run_driver)
+        child_at = rng.uniform(0.02, kill_after) if child_kills and round_number % 2 else None
+        if _run_driver(kind, storage, side_dir, kill_after=kill_after, child_kill_at=child_at):
             break
         done += 1
     else:
@@ -133,11 +188,14 @@ def main() -> None:
     parser.add_argument("--kind", default="random", choices=["random", "asha", "optuna"])
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--child-kills", action="store_true", help="also kill workers and the fork server"
+    )
     args = parser.parse_args()
     started = time.time()
     with tempfile.TemporaryDirectory() as ref_dir, tempfile.TemporaryDirectory() as work:
         expected = reference(args.kind, ref_dir)
-        outcome = run_campaign(args.kind, args.kills, args.seed, work)
+        outcome = run_campaign(args.kind, args.kills, args.seed, work, args.child_kills)
     same = outcome.finals == expected.finals and outcome.scores == expected.scores
     print(
         json.dumps(

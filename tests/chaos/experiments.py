@@ -103,6 +103,9 @@ def make_tuner(kind: str, storage: str, side_dir: str) -> tune.Tuner:
             name=NAME,
             verbose=0,
             callbacks=[CompletionLog(os.path.join(side_dir, "completions.jsonl"))],
+            # Workers and the fork server are killed too: a trial that loses its worker
+            # is retried from its newest checkpoint.
+            failure_config=tune.FailureConfig(max_failures=-1),
         ),
     )
 

@@ -1,4 +1,5 @@
-"""The chaos suite in CI: a few driver kills, every invariant checked.
+"""The chaos suite in CI: a few kills of the driver (and, every other round, of one of
+its workers or its fork server first), every invariant checked.
 
 The longer campaign (>= 100 kills) is run by hand: ``python -m tests.chaos.campaign``.
 Seeded random search and ASHA run here (ASHA one trial at a time, so that its
@@ -19,7 +20,9 @@ from tests.chaos.campaign import reference, run_campaign
 def test_killed_drivers_end_as_the_uninterrupted_run(kind, tmp_path):
     expected = reference(kind, str(tmp_path / "reference"))
     assert expected.problems == []
-    outcome = run_campaign(kind, kills=4, seed=3, workdir=str(tmp_path / "killed"))
+    outcome = run_campaign(
+        kind, kills=4, seed=3, workdir=str(tmp_path / "killed"), child_kills=True
+    )
     assert outcome.problems == []
     assert outcome.finals == expected.finals  # ASHA stopped the same trials at the same rung
     assert outcome.scores == expected.scores
