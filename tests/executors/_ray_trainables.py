@@ -43,7 +43,7 @@ def data_fn(config: dict[str, Any], data: bytes) -> None:
 
 
 def bundles_fn(config: dict[str, Any]) -> None:
-    """Starts one task in each bundle of its placement group; reports their nodes."""
+    """Starts a task (1 CPU) in each bundle but the first (its own); reports their nodes."""
     import ray
     from ray.util.placement_group import get_current_placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -58,7 +58,7 @@ def bundles_fn(config: dict[str, Any]) -> None:
             node.options(
                 scheduling_strategy=PlacementGroupSchedulingStrategy(group, index)
             ).remote()
-            for index in range(len(group.bundle_specs))
+            for index in range(1, len(group.bundle_specs))
         ]
     )
     tune.report({"bundle_nodes": nodes, **placement()})

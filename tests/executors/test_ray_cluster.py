@@ -1,0 +1,150 @@
+"""The Ray executor on a real multi-node Ray cluster of this machine (three nodes with
+their own custom resources, see conftest.py): placement by resources, placement groups
+across nodes, requests that never fit, waiting for new nodes, and losing a node."""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray executor needs ray: pip install 'fasttune[ray]'")
+
+import fasttune as tune  # noqa: E402
+from fasttune.executors._ray_resources import RayResourceManager  # noqa: E402
+from tests.executors._ray_support import OBJECT_STORE_BYTES, node_of  # noqa: E402
+from tests.executors._ray_trainables import Steps, bundles_fn, where_fn  # noqa: E402
+
+pytestmark = pytest.mark.ray_cluster
+
+
+def _run_config(tmp_path, **kwargs) -> tune.RunConfig:
+    return tune.RunConfig(storage_path=str(tmp_path / "results"), name="exp", verbose=0, **kwargs)
+
+
+def _lines(path: str) -> list[dict]:
+    with open(os.path.join(path, "result.json")) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_trials_run_on_the_nodes_their_resources_name(ray_connected, tmp_path):
+    trainable = tune.with_resources(where_fn, lambda config: {"cpu": 1, config["rack"]: 1})
+    grid = tune.Tuner(
+        trainable,
+        param_space={"rack": tune.grid_search(["rack_a", "rack_b", "head"]), "n": 2},
+        run_config=_run_config(tmp_path),
+    ).fit()
+    assert grid.num_terminated == 3
+    for result in grid:
+        assert result.metrics["node_id"] == node_of(result.config["rack"])
+
+
+def test_a_placement_group_gets_each_bundle_on_its_node(ray_connected, tmp_path):
+    groups = tune.PlacementGroupFactory(
+        [{"CPU": 1, "rack_a": 1}, {"CPU": 1, "rack_b": 1}], strategy="SPREAD"
+    )
+    grid = tune.Tuner(
+        tune.with_resources(bundles_fn, groups), run_config=_run_config(tmp_path)
+    ).fit()
+    metrics = grid[0].metrics
+    # The trainable runs in the first bundle, the task it started in the second.
+    assert metrics["node_id"] == node_of("rack_a")
+    assert metrics["bundle_nodes"] == [node_of("rack_b")]
+
+
+def test_requests_that_can_never_fit_are_refused_clearly(ray_connected, tmp_path):
+    with pytest.raises(ValueError, match=r"asks for 1 GPU, but the Ray cluster \(3 live nodes\)"):
+        tune.Tuner(
+            tune.with_resources(where_fn, {"cpu": 1, "gpu": 1}), run_config=_run_config(tmp_path)
+        ).fit()
+    manager = RayResourceManager(ray, autoscaling=False)
+    with pytest.raises(ValueError, match=r"'big' asks for 5 CPUs in bundle 0 .* largest has 4"):
+        manager.check_fits({"CPU": 5}, "big")  # 8 CPUs in all, but a bundle is on one node
+    with pytest.raises(ValueError, match="no node of the Ray cluster .* has all of it at once"):
+        manager.check_fits({"CPU": 3, "rack_a": 1})
+    spread = tune.PlacementGroupFactory([{"CPU": 1}] * 4, strategy="STRICT_SPREAD")
+    with pytest.raises(ValueError, match="4 bundles on distinct nodes"):
+        manager.check_fits(spread)
+    manager.check_fits(tune.PlacementGroupFactory([{"CPU": 1}] * 3, strategy="STRICT_SPREAD"))
+
+
+def test_with_an_autoscaler_a_request_waits_for_a_new_node(ray_connected, caplog):
+    now = [0.0]
+    manager = RayResourceManager(ray, autoscaling=True, warn_after_s=15, clock=lambda: now[0])
+    request = {"CPU": 1, "late": 1}
+    with caplog.at_level(logging.WARNING, logger="fasttune.executors._ray_resources"):
+        manager.check_fits(request)  # no node has "late" yet: it may come
+        assert manager.try_allocate("t1", request) is None
+        now[0] = 10.0
+        assert manager.try_allocate("t1", request) is None  # no warning yet
+        now[0] = 20.0
+        assert manager.try_allocate("t1", request) is None  # a warning, once
+        assert manager.try_allocate("t1", request) is None
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "waiting for the autoscaler" in warnings[0]
+    node = ray_connected.add_node(
+        num_cpus=1, resources={"late": 1}, object_store_memory=OBJECT_STORE_BYTES
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (allocation := manager.try_allocate("t1", request)) is None:
+            assert time.monotonic() < deadline, "the group was never placed on the new node"
+            ray.wait(manager.staging_refs(), timeout=1)
+        assert allocation.cpu == 1 and allocation.custom == {"late": 1}
+        assert "1.0/" in manager.usage_string()
+        manager.release("t1")
+    finally:
+        manager.shutdown()
+        ray_connected.remove_node(node)
+
+
+def test_losing_a_node_resumes_its_trials_on_another_from_their_checkpoints(
+    ray_connected, tmp_path
+):
+    """A spot node runs two trials and is lost mid-run; a replacement node comes, and the
+    trials go on there from their last checkpoints: every iteration counted once."""
+    cluster = ray_connected
+    spot = {"num_cpus": 2, "resources": {"spot": 2}, "object_store_memory": OBJECT_STORE_BYTES}
+    first = cluster.add_node(**spot)
+    cluster.wait_for_nodes()
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    tuner = tune.Tuner(
+        tune.with_resources(Steps, {"cpu": 1, "spot": 1}),
+        param_space={"x": tune.grid_search([0, 1]), "sleep": 0.3, "marker_dir": str(markers)},
+        run_config=_run_config(
+            tmp_path,
+            stop={"training_iteration": 10},
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1),
+            failure_config=tune.FailureConfig(max_failures=1),
+        ),
+    )
+    outcome: dict = {}
+    # The experiment runs in a thread: Ray starts nodes from the main thread only.
+    driver = threading.Thread(target=lambda: outcome.update(grid=tuner.fit()), daemon=True)
+    driver.start()
+    deadline = time.monotonic() + 120
+    while len(glob.glob(str(markers / "*_3"))) < 2:  # both trials past iteration 3
+        assert time.monotonic() < deadline and driver.is_alive(), "the trials never got going"
+        time.sleep(0.05)
+    cluster.remove_node(first, allow_graceful=False)  # what the cloud and the autoscaler do
+    second = cluster.add_node(**spot)
+    driver.join(timeout=180)
+    assert not driver.is_alive(), "the experiment did not finish"
+    grid = outcome["grid"]
+    assert grid.num_errors == 0 and grid.num_terminated == 2
+    for result in grid:
+        lines = _lines(result.path)
+        assert [line["training_iteration"] for line in lines] == list(range(1, 11))
+        assert [line["n"] for line in lines] == list(range(1, 11))  # counted on, not restarted
+        nodes = [line["node_id"] for line in lines]
+        assert nodes[0] == first.node_id and nodes[-1] == second.node_id
+        resumed = lines[nodes.index(second.node_id)]
+        assert resumed["restored_at"] >= 2  # from a checkpoint taken on the lost node
+        with open(os.path.join(result.path, "error.txt")) as f:
+            assert "the Ray actor of trial" in f.read()
