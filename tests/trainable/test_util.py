@@ -51,6 +51,41 @@ def test_with_parameters_stores_large_objects_once():
     proc.join(timeout=60)
 
 
+class _Loader:
+    """What a sharing executor hands back: a picklable handle on objects stored elsewhere
+    (Ray's object store for the Ray executor; a dict of this process here)."""
+
+    shelf: dict[int, object] = {}
+
+    def __init__(self, objects):
+        self.key = id(objects)
+        _Loader.shelf[self.key] = objects
+
+    def load(self):
+        return _Loader.shelf[self.key]
+
+
+def test_with_parameters_objects_travel_through_a_sharing_executor_once(make_trainable):
+    from fasttune.trainable.util import share_parameters_with
+
+    big = list(range(200_000))
+    fn = tune.with_parameters(uses_data, data=big)
+    shared = []
+    share_parameters_with(lambda objects: shared.append(objects) or _Loader(objects))
+    try:
+        first = cloudpickle.dumps(fn)
+        second = cloudpickle.dumps(fn)
+    finally:
+        share_parameters_with(None)
+    assert len(shared) == 1 and shared[0] == {"data": big}  # shared once
+    assert len(first) < len(cloudpickle.dumps(big)) / 50 and len(second) == len(first)
+    assert fn._parameter_store._path is None  # no file written
+    restored = cloudpickle.loads(first)
+    assert restored._parameter_store._objects is None  # as in a worker: only the loader came
+    t = make_trainable(wrap_function(restored), {"k": 1})
+    assert t.train()["total"] == sum(big)
+
+
 def test_with_parameters_class_trainable(make_trainable):
     class Model(tune.Trainable):
         def setup(self, config, data=None, scale=1):
