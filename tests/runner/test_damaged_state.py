@@ -130,3 +130,43 @@ def test_a_lost_tuner_file_says_what_is_intact(copy):
     os.remove(os.path.join(copy, "tuner.pkl"))
     with pytest.raises(ValueError, match=r"tuner\.pkl .* is missing.*ExperimentAnalysis"):
         tune.Tuner.restore(copy, trainable=slow_counter)
+
+
+@pytest.mark.parametrize("name", ["experiment_state.journal"])
+def test_the_last_record_torn_at_every_byte_still_loads(crashed, tmp_path, name):
+    """A crash mid-write leaves any prefix of the last record: each one loads, and
+    every trial the intact records knew is still there."""
+    from fasttune._internal.experiment_state import ExperimentStateStore
+
+    path = str(tmp_path / "torn")
+    shutil.copytree(crashed, path)
+    target = os.path.join(path, name)
+    data = open(target, "rb").read()
+    if not data:
+        pytest.fail(f"the crashed run left an empty {name}: nothing to tear")
+    start = data.rstrip(b"\n").rfind(b"\n") + 1  # the last record
+    whole = {t["trial_id"] for t in ExperimentStateStore(path).load().trials}
+    for cut in range(start, len(data)):
+        open(target, "wb").write(data[:cut])
+        loaded = ExperimentStateStore(path).load()
+        assert {t["trial_id"] for t in loaded.trials} == whole, f"cut at byte {cut}"
+
+
+def test_the_configs_log_torn_at_every_byte_of_its_last_record_still_loads(crashed, tmp_path):
+    from fasttune._internal.experiment_state import ExperimentStateStore
+
+    path = str(tmp_path / "torn")
+    shutil.copytree(crashed, path)
+    target = os.path.join(path, "trial_configs.pkl")
+    data = open(target, "rb").read()
+    complete = ExperimentStateStore(path).load().configs
+    # The last record starts after the previous ones: find it by re-reading lengths.
+    offset, last = 0, 0
+    while offset + 8 <= len(data):
+        last = offset
+        offset += 8 + int.from_bytes(data[offset : offset + 8], "little")
+    for cut in range(last, len(data)):
+        open(target, "wb").write(data[:cut])
+        configs = ExperimentStateStore(path).load().configs
+        assert len(configs) >= len(complete) - 1, f"cut at byte {cut}"
+        assert all(configs[k] == complete[k] for k in configs)
