@@ -78,11 +78,10 @@ def killed_then_restored(tmp_path):
         ``(restored_grid, state_before, state_after)``: the searcher's saved
         ``get_state()`` at the crash and at the end of the restored run.
     """
-    import pickle
     import signal
     import subprocess
 
-    from fasttune._internal.experiment_state import ExperimentStateStore
+    from tests.search._saved_state import saved_searcher_state
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     storage, markers = str(tmp_path / "store"), str(tmp_path / "markers")
@@ -109,7 +108,7 @@ def killed_then_restored(tmp_path):
     open(release, "w").close()  # the orphaned worker of the blocked trial may now end
     path = os.path.join(storage, "killed")
     assert tune.Tuner.can_restore(path)
-    before = pickle.loads(ExperimentStateStore(path).load().search_state["searcher"])
+    before = saved_searcher_state(path)
     grid = tune.Tuner.restore(path, trainable=curve).fit()
-    after = pickle.loads(ExperimentStateStore(path).load().search_state["searcher"])
+    after = saved_searcher_state(path)
     return grid, before, after

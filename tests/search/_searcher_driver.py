@@ -88,11 +88,10 @@ def killed_then_restored(tmp_path, kind: str):
         ``(restored_grid, saved_searcher_state, reference_grid)``: the searcher state
         is what the restored run saved last (its ``get_state()``).
     """
-    import pickle
     import signal
     import subprocess
 
-    from fasttune._internal.experiment_state import ExperimentStateStore
+    from tests.search._saved_state import saved_searcher_state
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     storage, markers = str(tmp_path / "store"), str(tmp_path / "markers")
@@ -116,7 +115,7 @@ def killed_then_restored(tmp_path, kind: str):
     path = os.path.join(storage, "killed")
     assert tune.Tuner.can_restore(path)
     grid = tune.Tuner.restore(path, trainable=objective).fit()
-    saved = pickle.loads(ExperimentStateStore(path).load().search_state["searcher"])
+    saved = saved_searcher_state(path)
     ref_markers = str(tmp_path / "ref_markers")
     os.makedirs(ref_markers)
     reference = make_tuner(kind, str(tmp_path / "ref"), ref_markers, release, block_at=0).fit()

@@ -20,6 +20,7 @@ from fasttune._internal.experiment_state import ExperimentStateStore
 from fasttune._support.imports import MissingDependencyError
 from fasttune.search.optuna import OptunaSearch
 from tests.search import _optuna_driver as driver
+from tests.search._saved_state import unwrap_limiter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -593,7 +594,7 @@ def test_sigkilled_driver_resumes_without_repeated_or_lost_suggestions(tmp_path)
     # The saved study holds every trial's observation, the ones before the crash too.
     loaded = ExperimentStateStore(path).load()
     searcher = OptunaSearch()
-    searcher.set_state(pickle.loads(loaded.search_state["searcher"]))
+    searcher.set_state(unwrap_limiter(pickle.loads(loaded.search_state["searcher"])))
     trials = searcher._ot_study.trials
     assert len(trials) == driver.NUM_SAMPLES
     assert all(t.state == TrialState.COMPLETE for t in trials)
