@@ -58,7 +58,7 @@ async function experimentsPage() {
     }));
   };
   await draw();
-  setInterval(draw, 2000);
+  setInterval(() => { if (!document.hidden) draw(); }, 2000);
 }
 
 async function drawCompare() {
@@ -109,9 +109,12 @@ async function experimentPage() {
   $("#importance-go").addEventListener("click", () => drawFigure("importance"));
   await drawTrials();
   drawFigures();
+  // live: the table every 1.5 s; the charts (costly to draw) every 5 s; nothing while hidden
+  let chartsAt = Date.now();
   setInterval(async () => {
+    if (document.hidden) return;
     const running = await drawTrials();
-    if (running) drawCurves();
+    if (running && Date.now() - chartsAt >= 5000) { chartsAt = Date.now(); drawCurves(); }
   }, 1500);
 }
 
