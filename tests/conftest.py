@@ -1,5 +1,24 @@
 """Fixtures shared by every test package."""
 
+from __future__ import annotations
+
+import pytest
+
+from tests.experiments import make_project, running_experiment
 from tests.s3_server import _s3_admin, s3_bucket, s3_server
 
-__all__ = ["_s3_admin", "s3_bucket", "s3_server"]
+__all__ = ["_s3_admin", "live", "project", "s3_bucket", "s3_server"]
+
+
+@pytest.fixture(scope="session")
+def project(tmp_path_factory):
+    """A folder holding the finished experiments ``errors``, ``asha`` and ``pbt``
+    (made once per test session: the command line, dashboard, plots and readers
+    all look at the same real runs)."""
+    return make_project(str(tmp_path_factory.mktemp("project")))
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """The folder of an experiment that is still running (in another process)."""
+    yield from running_experiment(str(tmp_path_factory.mktemp("live")))

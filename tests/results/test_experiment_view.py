@@ -12,17 +12,7 @@ from fasttune.results.experiment_view import (
     NotAnExperimentError,
     find_experiments,
 )
-from tests.experiments import iterations_of, make_project, running_experiment
-
-
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    return make_project(str(tmp_path_factory.mktemp("project")))
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    yield from running_experiment(str(tmp_path_factory.mktemp("live")))
+from tests.experiments import iterations_of
 
 
 def test_finished_experiment(project):
