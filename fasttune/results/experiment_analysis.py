@@ -28,7 +28,6 @@ from fasttune.results._trial_files import resolve_filesystem
 from fasttune.utils.util import flatten_dict
 
 if TYPE_CHECKING:
-
     import pandas as pd
 
 logger = logging.getLogger(__name__)
