@@ -63,7 +63,8 @@ class RayWorker:
     def step(
         self, commands: bytes, trainable_blob: bytes | None = None
     ) -> tuple[list[bytes], bool]:
-        """Apply ``commands`` (a pickled list), then train one batch if the trial may.
+        """Apply ``commands`` (a pickled list), then train one batch if the trial may
+        (not in the call that starts a trial, whose ``TrialStarted`` returns at once).
 
         Args:
             commands: The pickled ``[(op, argument), ...]`` sent since the last call.
@@ -74,11 +75,14 @@ class RayWorker:
             The pickled events, in order, and whether the trial may train further.
         """
         loop = self._loop
+        started = False
         for op, argument in pickle.loads(commands):
             if op == START:
                 argument = self._placed(argument, trainable_blob)
+                started = True
             loop.handle((op, argument))
-        if loop.can_train and not loop.retired:
+        # TrialStarted goes back at once (the driver queues a call to train behind it).
+        if not started and loop.can_train and not loop.retired:
             loop.train_batch()
         events, self._transport.outbox = self._transport.outbox, []
         return events, loop.can_train

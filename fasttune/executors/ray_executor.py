@@ -182,6 +182,7 @@ class RayExecutor(Executor):
             if blob is None:
                 blob = self._blobs[launch.trainable_key] = self._ray.put(launch.trainable_blob)
         self._call(actor, [(START, replace(launch, trainable_blob=b""))], blob)
+        self._call(actor, [])  # trains right behind the start, which replies at once
 
     def _call(self, actor: _Actor, commands: list[Command], blob: Any = None) -> None:
         ref = actor.handle.step.remote(dumps(commands), blob)
