@@ -46,7 +46,8 @@ class RayConnection:
             ray.init(address=address, **dict(init_kwargs or {}))
         except ConnectionError as exc:
             raise ConnectionError(
-                f"fasttune could not connect to a Ray cluster at address={address!r}: {exc} "
+                f"fasttune could not connect to a Ray cluster at address={address!r} "
+                f"({str(exc).rstrip('.')}). "
                 "Start one on this machine with `ray start --head` (then use address='auto'), "
                 "pass the address of a running cluster ('ray://<head>:10001' through Ray "
                 "Client, '<head>:6379' from one of its nodes), or use address='local' for "

@@ -109,10 +109,13 @@ class RayResourceManager:
         self._staging: dict[PlacementGroupFactory, PlacedGroup] = {}  # asked for, not placed
         self._fits: set[PlacementGroupFactory] = set()  # requests check_fits accepted
         self._facts = _ClusterFacts()
+        self._closed = False
 
     # ------------------------------------------------------------ cluster facts
     def _cluster(self, refresh: bool = False) -> _ClusterFacts:
         now = self._clock()
+        if self._closed:
+            return self._facts  # the connection may be gone: the last facts known
         if refresh or now - self._facts.at > _CACHE_S:
             nodes = [
                 {k: float(v) for k, v in node.get("Resources", {}).items()}
@@ -246,7 +249,9 @@ class RayResourceManager:
         return found
 
     def shutdown(self) -> None:
-        """Remove every group this manager made."""
+        """Remove every group this manager made; afterwards it answers from what it last
+        knew of the cluster (the progress table's last line comes after shutdown)."""
+        self._closed = True
         groups = [g for g, _ in self._held.values()] + self._free + list(self._staging.values())
         self._held.clear()
         self._free.clear()

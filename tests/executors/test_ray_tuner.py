@@ -51,12 +51,12 @@ def _lines(path: str) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
-def _fit(trainable, run_config, n=3, **tune_kwargs) -> Any:
+def _fit(trainable, run_config, n=3, verbose=0, **tune_kwargs) -> Any:
     return tune.Tuner(
         trainable,
         param_space={"x": tune.grid_search(list(range(n)))},
         tune_config=tune.TuneConfig(**tune_kwargs),
-        run_config=run_config(),
+        run_config=run_config(verbose=verbose),
     ).fit()
 
 
@@ -71,7 +71,8 @@ def test_fasttune_opens_a_connection_and_closes_it_at_the_end(
         tune.init(address=ray_cluster.address)
     else:
         monkeypatch.setenv("FASTTUNE_ADDRESS", ray_cluster.address)
-    grid = _fit(where_fn, run_config, n=2)
+    # The progress table's last line (usage figures) comes after the executor closed.
+    grid = _fit(where_fn, run_config, n=2, verbose=1)
     assert grid.num_errors == 0 and grid.num_terminated == 2
     assert all(r.metrics["actor_id"] and r.metrics["pid"] != os.getpid() for r in grid)
     assert not ray.is_initialized()  # it opened the connection, so it closed it
