@@ -83,6 +83,8 @@ class RayResourceManager:
         warn_after_s: Warn about a request that has waited this long.
         on_removed: Called with each group removed while unheld (the executor drops
             the idle actor it kept there; Ray kills actors of removed groups).
+        on_asked: Called with each group just asked for (the executor starts its
+            actor at once, while Ray places the group).
         clock: Monotonic time source.
     """
 
@@ -93,6 +95,7 @@ class RayResourceManager:
         autoscaling: bool | None = None,
         warn_after_s: float = WARN_AFTER_S,
         on_removed: Callable[[PlacedGroup], None] | None = None,
+        on_asked: Callable[[PlacedGroup], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         from ray.util.placement_group import placement_group, remove_placement_group
@@ -103,6 +106,7 @@ class RayResourceManager:
         self.autoscaling = is_autoscaling_cluster() if autoscaling is None else autoscaling
         self._warn_after_s = warn_after_s
         self._on_removed = on_removed or (lambda group: None)
+        self._on_asked = on_asked or (lambda group: None)
         self._clock = clock
         self._held: dict[str, tuple[PlacedGroup, Allocation]] = {}
         self._free: list[PlacedGroup] = []  # placed and unheld, least recently used first
@@ -283,7 +287,8 @@ class RayResourceManager:
             args, kwargs = pgf.placement_group_args
             kwargs.setdefault("strategy", pgf.strategy)
             pg = self._placement_group(pgf.bundles, *args, **kwargs)
-            self._staging[pgf] = PlacedGroup(pgf, pg, pg.ready(), self._clock())
+            group = self._staging[pgf] = PlacedGroup(pgf, pg, pg.ready(), self._clock())
+            self._on_asked(group)
         self._make_room(pgf)
 
     def _make_room(self, pgf: PlacementGroupFactory) -> None:

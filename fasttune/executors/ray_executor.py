@@ -21,7 +21,8 @@ is gone).
 Reuse: a trial that allowed reuse leaves its actor idle in its group; the next trial
 that gets that group (an equal factory) and has the same trainable takes the actor
 over through ``Trainable.reset``. Without reuse each trial gets a new actor, as a
-local trial gets a new process.
+local trial gets a new process. A group's first actor is started as soon as the group
+is asked for, so that Ray starts it (~1 s: a worker process) while it places the group.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class _Actor:
     started: bool = False
     stopping: bool = False  # stop_trial was sent: its results are dropped
     reuse_attempt: bool = False  # the hosted trial was given an idle actor
+    waited: bool = False  # it was started before the hosted trial (idle, or a spare)
     idle_key: str | None = None  # idle, keeping a Trainable of this key for reuse
 
 
@@ -111,10 +113,14 @@ class RayExecutor(Executor):
         self._in_group = PlacementGroupSchedulingStrategy
         self._actor_class = ray.remote(RayWorker)
         self._resources = RayResourceManager(
-            ray, autoscaling=autoscaling, on_removed=self._on_group_removed
+            ray,
+            autoscaling=autoscaling,
+            on_removed=self._on_group_removed,
+            on_asked=self._on_group_asked,
         )
         self._trials: dict[str, _Actor] = {}
         self._idle: list[_Actor] = []  # least recently used first
+        self._spares: dict[PlacedGroup, _Actor] = {}  # fresh actors in their groups
         self._in_flight: dict[Any, _Actor] = {}  # step call -> its actor
         self._blobs: dict[str, Any] = {}  # trainable_key -> the trainable in the object store
         self._warned_reset: set[str] = set()
@@ -142,8 +148,12 @@ class RayExecutor(Executor):
             raise ValueError(f"trial {launch.trial_id!r} is already running")
         group = self._resources.group_of(launch.trial_id)
         actor = self._take_idle(launch, group)
+        if actor is None and group is not None:
+            actor = self._spares.pop(group, None)
+        waited = actor is not None
         if actor is None:
-            actor = self._new_actor(launch, group)
+            actor = self._new_actor(launch.allocation, group)
+        actor.waited = waited
         actor.reuse_attempt = actor.idle_key is not None
         actor.idle_key = None
         actor.launch = launch
@@ -265,10 +275,10 @@ class RayExecutor(Executor):
             return
         actor.launch = None
         del self._trials[launch.trial_id]
-        if actor.reuse_attempt and not actor.started:
-            # An idle actor died while it waited (e.g. with its node): the trial never
-            # ran, so it starts again on a new actor instead of failing.
-            logger.info("The idle actor given to trial %s had died; starting a new one.", launch)
+        if actor.waited and not actor.started:
+            # An idle or spare actor died while it waited (e.g. with its node): the trial
+            # never ran, so it starts again on a new actor instead of failing.
+            logger.info("The actor given to trial %s had died; starting a new one.", launch)
             self.start_trial(launch)
             return
         self._resources.discard_on_release(launch.trial_id)
@@ -307,9 +317,9 @@ class RayExecutor(Executor):
                 return actor
         return None
 
-    def _new_actor(self, launch: TrialLaunch, group: PlacedGroup | None) -> _Actor:
+    def _new_actor(self, allocation: Allocation, group: PlacedGroup | None) -> _Actor:
         if group is None:
-            resources = _amounts(launch.allocation)
+            resources = _amounts(allocation)
             strategy = None
         else:
             head_empty = group.pgf.head_bundle_is_empty
@@ -331,7 +341,7 @@ class RayExecutor(Executor):
         if strategy is not None:
             options["scheduling_strategy"] = strategy
         handle = self._actor_class.options(**options).remote(_driver_sys_path())
-        return _Actor(handle, group, _placement(launch.allocation))
+        return _Actor(handle, group, _placement(allocation))
 
     def _kill(self, actor: _Actor) -> None:
         self._forget(actor)
@@ -347,10 +357,16 @@ class RayExecutor(Executor):
         if actor in self._idle:
             self._idle.remove(actor)
 
+    def _on_group_asked(self, group: PlacedGroup) -> None:
+        """Start the actor of a group Ray is placing, so that both happen at once (an
+        actor takes Ray ~1 s: a worker process); the group's first trial takes it."""
+        self._spares[group] = self._new_actor(Allocation(), group)
+
     def _on_group_removed(self, group: PlacedGroup) -> None:
         """The resource manager removes an unheld group: Ray kills the actor in it."""
         for actor in [a for a in self._idle if a.group is group]:
             self._forget(actor)
+        self._spares.pop(group, None)
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:
@@ -360,9 +376,10 @@ class RayExecutor(Executor):
             return
         self._closed = True
         share_parameters_with(None)
-        actors = [*self._trials.values(), *self._idle]
+        actors = [*self._trials.values(), *self._idle, *self._spares.values()]
         self._trials.clear()
         self._idle.clear()
+        self._spares.clear()
         self._in_flight.clear()
         try:
             if actors:
