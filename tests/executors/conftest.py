@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -84,13 +86,21 @@ def ray_cluster():
     ``head``), ``rack_a`` and ``rack_b`` (2 CPUs each, 2 of their custom resource).
 
     Tests connect to it through :func:`ray_connected`; it is shut down after the
-    package's last test.
+    package's last test. Its files, and the address file through which a plain
+    ``ray.init()`` finds a cluster of this machine, live in a directory of its own
+    (``RAY_TMPDIR``), so that other processes' ``ray.init()`` do not join it.
     """
     from tests.executors._ray_support import start_cluster
 
-    cluster = start_cluster()
-    yield cluster
-    cluster.shutdown()
+    temp_dir = tempfile.mkdtemp(prefix="ft_ray_")  # short: Ray's socket paths go in it
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_TMPDIR", temp_dir)
+        cluster = start_cluster()
+        try:
+            yield cluster
+        finally:
+            cluster.shutdown()
+    shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
