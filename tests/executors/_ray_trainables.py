@@ -17,16 +17,14 @@ import fasttune as tune
 
 
 def placement() -> dict[str, Any]:
-    """Where this code runs: the Ray node and actor (None outside a Ray actor), the pid."""
+    """Where this code runs: the Ray node and actor (None outside a Ray actor), the pid,
+    the GPUs it sees."""
+    where = {"pid": os.getpid(), "cuda": os.environ.get("CUDA_VISIBLE_DEVICES")}
     ray = sys.modules.get("ray")
     if ray is None or not ray.is_initialized():
-        return {"node_id": None, "actor_id": None, "pid": os.getpid()}
+        return {"node_id": None, "actor_id": None, **where}
     context = ray.get_runtime_context()
-    return {
-        "node_id": context.get_node_id(),
-        "actor_id": context.get_actor_id(),
-        "pid": os.getpid(),
-    }
+    return {"node_id": context.get_node_id(), "actor_id": context.get_actor_id(), **where}
 
 
 def where_fn(config: dict[str, Any]) -> None:

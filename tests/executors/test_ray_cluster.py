@@ -24,7 +24,8 @@ pytestmark = pytest.mark.ray_cluster
 
 
 def _run_config(tmp_path, **kwargs) -> tune.RunConfig:
-    return tune.RunConfig(storage_path=str(tmp_path / "results"), name="exp", verbose=0, **kwargs)
+    kwargs.setdefault("name", "exp")
+    return tune.RunConfig(storage_path=str(tmp_path / "results"), verbose=0, **kwargs)
 
 
 def _lines(path: str) -> list[dict]:
@@ -71,6 +72,32 @@ def test_requests_that_can_never_fit_are_refused_clearly(ray_connected, tmp_path
     with pytest.raises(ValueError, match="4 bundles on distinct nodes"):
         manager.check_fits(spread)
     manager.check_fits(tune.PlacementGroupFactory([{"CPU": 1}] * 3, strategy="STRICT_SPREAD"))
+
+
+def test_fractional_gpus_share_a_device_and_trials_see_only_theirs(ray_connected, tmp_path):
+    # Ray counts the GPUs a node declares; this machine needs none for that.
+    node = ray_connected.add_node(
+        num_cpus=2, num_gpus=2, resources={"gpu_rack": 3}, object_store_memory=OBJECT_STORE_BYTES
+    )
+    try:
+        half = tune.with_resources(where_fn, {"cpu": 0.5, "gpu": 0.5, "gpu_rack": 1})
+        grid = tune.Tuner(
+            half,
+            param_space={"x": tune.grid_search([0, 1, 2]), "n": 2, "sleep": 0.5},
+            run_config=_run_config(tmp_path),
+        ).fit()
+        assert grid.num_terminated == 3
+        seen = sorted(r.metrics["cuda"] for r in grid)
+        # Three halves on two devices: two trials share one, each sees one id.
+        assert all(len(cuda.split(",")) == 1 for cuda in seen) and len(set(seen)) == 2
+        assert all(r.metrics["node_id"] == node.node_id for r in grid)
+        cpu_only = tune.Tuner(
+            tune.with_resources(where_fn, {"cpu": 1, "gpu_rack": 1}),
+            run_config=_run_config(tmp_path, name="cpu_only"),
+        ).fit()
+        assert cpu_only[0].metrics["cuda"] == ""  # a trial without GPUs sees none
+    finally:
+        ray_connected.remove_node(node)
 
 
 def test_with_an_autoscaler_a_request_waits_for_a_new_node(ray_connected, caplog):
