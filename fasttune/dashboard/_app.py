@@ -13,6 +13,7 @@ from fasttune.dashboard._pages import page
 from fasttune.dashboard._security import OutsideRootError, TokenMiddleware, resolve_token
 from fasttune.results.experiment_view import NotAnExperimentError
 from fasttune.results.rows import UsageError
+from fasttune.storage.filesystem import get_fs_and_path, is_url
 
 STATIC = os.path.join(os.path.dirname(__file__), "static")
 MAX_PAGE = 500
@@ -35,7 +36,8 @@ def create_app(root: str, token: str | None = None) -> Any:
     """The dashboard app serving the experiments under ``root`` (read-only).
 
     Args:
-        root: A folder of experiments (or one experiment folder).
+        root: A folder of experiments (or one experiment folder): a local path or a
+            storage URL (``s3://bucket/prefix``, ``memory://...``; needs fsspec).
         token: If given, every request must carry it (401 otherwise).
 
     Raises:
@@ -49,10 +51,12 @@ def create_app(root: str, token: str | None = None) -> Any:
     from starlette.routing import Route
 
     root = os.path.expanduser(os.fspath(root))
-    if not os.path.isdir(root):
+    fs, fs_root = get_fs_and_path(root)
+    if not fs.isdir(fs_root):
         raise NotAnExperimentError(
             f"{root!r} does not exist or is not a folder: pass the folder holding your "
-            "experiments (a storage_path) or one experiment folder."
+            "experiments (a storage_path, local or a URL such as s3://bucket/prefix) or "
+            "one experiment folder."
         )
     experiments = data.Experiments(root)
     threading.Thread(target=experiments.warm, name="fasttune-dashboard-warm", daemon=True).start()
@@ -196,7 +200,8 @@ def serve(
     uvicorn = import_optional("uvicorn", extra="dashboard", feature="fasttune dashboard")
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
-    print(f"fasttune dashboard of {os.path.abspath(root)} at {url}", flush=True)
+    shown_root = root if is_url(root) else os.path.abspath(os.path.expanduser(root))
+    print(f"fasttune dashboard of {shown_root} at {url}", flush=True)
     if token:
         print("Every request needs this token (it is set as a cookie from the URL).", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from fasttune import result as R
-from fasttune.dashboard._security import confine
+from fasttune.dashboard._security import confine, confine_key
 from fasttune.results import rows as table
 from fasttune.results.experiment_view import (
     ExperimentView,
@@ -17,7 +17,7 @@ from fasttune.results.experiment_view import (
     find_experiments,
     is_experiment,
 )
-from fasttune.storage.filesystem import LocalFileSystem
+from fasttune.storage.filesystem import FileSystem, get_fs_and_path
 
 REFRESH_S = 0.5  # a view is re-read at most this often (live updates within ~2 s)
 LOG_TAIL = 64 * 1024
@@ -42,7 +42,9 @@ class Experiments:
     """The experiments under the served folder, each read once and refreshed cheaply."""
 
     def __init__(self, root: str):
-        self.root = os.path.realpath(os.path.expanduser(root))
+        self.fs, self._fs_root = get_fs_and_path(os.path.expanduser(root))
+        # A local root is its real path; a storage URL (s3://, memory://) stays a URL.
+        self.root = os.path.realpath(self._fs_root) if self.fs.is_local else root.rstrip("/")
         self._views: dict[str, tuple[ExperimentView, float]] = {}
         self._lock = threading.Lock()
 
@@ -56,7 +58,9 @@ class Experiments:
 
     def ids(self) -> list[str]:
         """Experiment ids: paths relative to the root (``"."`` for the root itself)."""
-        return [os.path.relpath(p, self.root) for p in find_experiments(self.root)]
+        if self.fs.is_local:
+            return [os.path.relpath(p, self.root) for p in find_experiments(self.root)]
+        return [p[len(self.root) :].strip("/") or "." for p in find_experiments(self.root)]
 
     def view(self, exp: str) -> ExperimentView:
         """The (refreshed) view of experiment ``exp``.
@@ -65,8 +69,13 @@ class Experiments:
             OutsideRootError: ``exp`` is not inside the root.
             LookupError: ``exp`` is not an experiment.
         """
-        path = self.root if exp == "." else confine(self.root, exp)
-        if not is_experiment(LocalFileSystem(), path):
+        if self.fs.is_local:
+            path = fs_path = self.root if exp == "." else confine(self.root, exp)
+        else:
+            key = "." if exp == "." else confine_key(exp)
+            path = self.root if key == "." else f"{self.root}/{key}"
+            fs_path = self._fs_root if key == "." else self.fs.join(self._fs_root, key)
+        if not is_experiment(self.fs, fs_path):
             raise LookupError(f"no experiment {exp!r} under the served folder")
         with self._lock:
             cached = self._views.get(path)
@@ -174,18 +183,29 @@ def curves(view: ExperimentView, ids: list[str], metric: str, x: str) -> dict[st
     return {"metric": metric, "x": x, "traces": traces}
 
 
-def _tail(path: str) -> str | None:
-    if not os.path.isfile(path):
+def _tail(fs: FileSystem, path: str) -> str | None:
+    """The last ``LOG_TAIL`` bytes of a log file, None if there is none."""
+    if fs.is_local:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - LOG_TAIL))
+            return f.read().decode("utf-8", "replace")
+    if not fs.exists(path):
         return None
-    with open(path, "rb") as f:
-        f.seek(max(0, os.path.getsize(path) - LOG_TAIL))
-        return f.read().decode("utf-8", "replace")
+    store = getattr(fs, "fs", None)  # the fsspec filesystem: read only the tail
+    size = int(store.size(path)) if store is not None else 0
+    if store is not None and size > LOG_TAIL:  # (S3 refuses a range of an empty object)
+        data = bytes(store.cat_file(path, start=size - LOG_TAIL))
+    else:
+        data = fs.read_bytes(path)
+    return data[-LOG_TAIL:].decode("utf-8", "replace")
 
 
 def trial_detail(view: ExperimentView, trial_id: str) -> dict[str, Any]:
     trial = view.trial(trial_id)
-    folder = trial.path or ""
-    logs = {name: _tail(os.path.join(folder, name)) for name in LOG_NAMES}
+    folder = trial.path
+    logs = {n: _tail(view.fs, view.fs.join(folder, n)) if folder else None for n in LOG_NAMES}
     return clean(
         {
             "trial_id": trial.trial_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import secrets
 from typing import Any
 
@@ -28,6 +29,21 @@ def confine(root: str, relative: str) -> str:
     if path != real_root and os.path.commonpath([real_root, path]) != real_root:
         raise OutsideRootError(f"not a path inside the served folder: {relative!r}")
     return path
+
+
+def confine_key(relative: str) -> str:
+    """``relative`` as a normalised key below the served URL (object stores have no
+    symlinks, so the text alone decides).
+
+    Raises:
+        OutsideRootError: ``relative`` is empty, absolute, holds a backslash, a NUL or
+            a scheme, or leads outside the served prefix (``..``).
+    """
+    bad = not relative or any(c in relative for c in ("\x00", "\\")) or "://" in relative
+    key = posixpath.normpath(relative) if not bad else ""
+    if bad or relative.startswith("/") or key == ".." or key.startswith("../"):
+        raise OutsideRootError(f"not a path inside the served folder: {relative!r}")
+    return key
 
 
 def resolve_token(host: str, token: str | None) -> str | None:
