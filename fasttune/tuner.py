@@ -99,7 +99,9 @@ class Tuner:
         )
         lock = ExperimentLock(spec.experiment_path)
         lock.acquire()  # one driver per experiment: a second one is refused here
+        lease = None
         try:
+            lease = _remote_lease(spec.storage)  # the same, across machines, for remote storage
             if not self._restore and _holds_experiment(spec.experiment_path):
                 lock.release()
                 _move_earlier_run_aside(spec.experiment_path)
@@ -107,6 +109,8 @@ class Tuner:
             trials = self._restored_trials(spec) if self._restore else None
             self._save_tuner(spec, tuner_blob)
             controller = TuneController(spec, trials)
+            if lease is not None and controller.storage_sync is not None:
+                controller.storage_sync.set_guard(lease.ensure_held)
             if self._restore:
                 from fasttune._internal.restore import restore_plugin_state
 
@@ -124,6 +128,8 @@ class Tuner:
                 f"Tuner.restore({spec.experiment_path!r}, trainable=...).fit()."
             ) from None
         finally:
+            if lease is not None:
+                lease.release()
             lock.release()
         storage = spec.storage
         if controller.interrupted:
@@ -268,6 +274,10 @@ class Tuner:
         from fasttune.storage.location import locate_experiment
 
         storage = locate_experiment(path, storage_filesystem)
+        if storage.is_remote:  # refused at once while a live driver runs it
+            from fasttune.storage.experiment_lease import check_lease
+
+            check_lease(storage.filesystem, storage.path, storage.uri)
         if not cls.can_restore(path, storage_filesystem) or (
             storage.is_remote and not _download_experiment(storage)
         ):
@@ -336,6 +346,21 @@ class Tuner:
             resume_errored=self._restore["resume_errored"],
             restart_errored=self._restore["restart_errored"],
         )
+
+
+def _remote_lease(storage: Any) -> Any:
+    """The lease of a remote experiment, taken (None for local storage: the lock does).
+
+    Raises:
+        ExperimentInUseError: A live driver (on any machine) holds it.
+    """
+    if storage is None or not storage.is_remote:
+        return None
+    from fasttune.storage.experiment_lease import ExperimentLease
+
+    lease = ExperimentLease(storage.filesystem, storage.path, storage.uri)
+    lease.acquire()
+    return lease
 
 
 def _download_experiment(storage: Any) -> bool:

@@ -44,6 +44,7 @@ from fasttune.executors.base import (
     TrialStopped,
 )
 from fasttune.experiment.trial import Trial, TrialStatus
+from fasttune.storage.experiment_lease import LeaseLostError
 from fasttune.storage.sync import ExperimentSync
 
 logger = logging.getLogger(__name__)
@@ -330,7 +331,14 @@ class TuneController:
             self._completed(trial)
 
     def _on_failed(self, trial: Trial, event: TrialFailed) -> None:
-        """Record the failure, then apply ``FailureConfig``: retry, error or end the run."""
+        """Record the failure, then apply ``FailureConfig``: retry, error or end the run.
+
+        A worker that could not write the trial's result files (a full disk) ends the
+        run with its ``OSError``, as the driver's own write would: the trial is not at
+        fault, and the experiment continues with ``Tuner.restore`` once there is space.
+        """
+        if event.during == "write":
+            raise exception_of(event.exception, event.error)
         intent = self.lifecycle.failed(trial)
         record_failure(trial, event)
         if self._interrupted:
@@ -426,6 +434,13 @@ class TuneController:
         dirs = ((t.relative_logdir, t.is_finished()) for t in self.trials if t.relative_logdir)
         try:
             sync.sync(dirs, force=final)
+        except LeaseLostError as e:
+            # Another driver runs the experiment now: write nothing more, end the run.
+            if final:
+                raise
+            if self._raise is None:
+                self._raise = e
+            self._stop_all = True
         except Exception as e:
             if final:
                 raise

@@ -18,6 +18,7 @@ from fasttune._internal.trainable_resolution import (
 from fasttune._internal.trial_factory import TrialFactory
 from fasttune.config import RunConfig
 from fasttune.executors import flow_control
+from fasttune.storage.experiment_lease import check_lease
 from fasttune.storage.location import (
     ExperimentStorage,
     check_writable,
@@ -44,6 +45,7 @@ def experiment_location(
     downloaded the experiment's state into it).
 
     Raises:
+        ExperimentInUseError: A live driver on another machine runs the remote experiment.
         ValueError: The storage path is not writable, has an unknown scheme, is
             ``memory://`` while trials run in other processes, or (remote, not
             restoring) already holds an experiment of that name.
@@ -51,6 +53,9 @@ def experiment_location(
     """
     name = run_config.name or f"{trainable_name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"
     storage = experiment_storage(run_config.storage_path, run_config.storage_filesystem, name)
+    if storage.is_remote:
+        # A live driver elsewhere runs it: say so (not "already holds an experiment").
+        check_lease(storage.filesystem, storage.path, storage.uri)
     if storage.is_remote and not restoring:
         if read_manifest(storage.filesystem, storage.path) is not None:
             # Object stores cannot move it aside (as a local earlier run is): refuse to
@@ -322,6 +327,12 @@ def build_run_spec(
     resource_manager: ResourceAccounting = own if own is not None else ResourceManager()
     callbacks = list(run_config.callbacks or [])
     callbacks += default_logger_callbacks(callbacks)
+    result_files = None
+    if _results_written_as_reported(executor, scheduler, stopper, criterion):
+        from fasttune.logger.trial_result_files import offloadable_loggers
+
+        kinds, callbacks = offloadable_loggers(callbacks)
+        result_files = kinds or None
     progress = create_progress_callback(
         verbose,
         run_config.progress_reporter,
@@ -375,4 +386,26 @@ def build_run_spec(
         meta={"name": name, "trainable_name": trainable_name, "metric": metric, "mode": mode},
         snapshot_period_s=_snapshot_period_s(),
         storage=storage,
+        result_files=result_files,
+    )
+
+
+def _results_written_as_reported(
+    executor: Any, scheduler: Any, stopper: Any, criterion: dict[str, Any]
+) -> bool:
+    """Whether the workers can write the default loggers' files (see
+    ``logger/trial_result_files.py``): their workers share this disk, and no driver-side
+    decision on a result can change its line (mark it done, or drop the results a trial
+    ran past it): no stopper, no callable criterion, a scheduler that ignores
+    intermediate results. ``FASTTUNE_DRIVER_WRITES_RESULTS=1`` keeps them on the driver.
+    """
+    from fasttune._support.noop_hooks import is_noop_hook
+
+    if os.environ.get("FASTTUNE_DRIVER_WRITES_RESULTS", "0") == "1":
+        return False
+    return (
+        bool(getattr(executor, "writes_result_files", False))
+        and stopper is None
+        and not any(callable(v) for v in criterion.values())
+        and is_noop_hook(scheduler, "on_trial_result")
     )

@@ -78,7 +78,13 @@ class ExperimentSync:
         self._clock = clock
         self._max_share = max_share
         self._next_due = -math.inf
+        self._guard: Callable[[], None] | None = None
         self.stats = SyncStats()
+
+    def set_guard(self, guard: Callable[[], None] | None) -> None:
+        """Call ``guard`` before each sync; it raises to forbid writing (the driver's
+        lease on the experiment was lost)."""
+        self._guard = guard
 
     @property
     def mirror(self) -> StorageMirror:
@@ -100,10 +106,15 @@ class ExperimentSync:
 
         Returns:
             False when skipped because it was not due.
+
+        Raises:
+            LeaseLostError: From the guard (see :meth:`set_guard`); nothing was written.
         """
         start = self._clock()
         if not force and start < self._next_due:
             return False
+        if self._guard is not None:
+            self._guard()
         root = self._mirror.local_root
         uploads: list[tuple[str, str, Stamp]] = []
         vanished: list[str] = []
