@@ -8,8 +8,8 @@ Layout of an experiment directory (besides one directory per trial):
   a finished trial is written once, not at every snapshot;
 - ``experiment_state.json``: snapshot of the trials that are not finished (atomic,
   durable), so its cost follows the live trials, not the experiment's size;
-- ``experiment_state.journal``: one JSON line per trial change since the snapshot
-  (a trial added, started, checkpointed, failed, finished). Lines carry a sequence
+- ``experiment_state.journal``: one checksummed JSON line per trial change since the
+  snapshot (a trial added, started, checkpointed, failed, finished). Lines carry a sequence
   number; lines at or below the snapshot's number are already in it. Results are
   never journaled (they live in each trial's ``result.json``), so the cost of the
   state does not grow with the number of results;
@@ -17,8 +17,9 @@ Layout of an experiment directory (besides one directory per trial):
   Reading applies base records, then the snapshot, then the journal, later ones
   winning; each record carries the trial's creation position (``pos``), which
   orders the trials;
-- ``trial_configs.pkl``: append-only, length-prefixed pickles of ``(trial_id,
-  config)``, written when a trial is created or (re)started; the last one wins;
+- ``trial_configs.pkl``: append-only, length-prefixed and checksummed pickles of
+  ``(trial_id, config)``, written when a trial is created or (re)started; the last one
+  wins;
 - ``search_state.pkl``: the search algorithm's state, stamped with the number of
   trials it has produced and a bitmap (by creation position) of the trials whose
   completion it was told. It is written *before* a new trial may start, so a trial
@@ -27,6 +28,10 @@ Layout of an experiment directory (besides one directory per trial):
 - ``scheduler_state.pkl``, ``callback_state.pkl``: saved with each snapshot;
 - ``tuner.pkl``: what ``Tuner.restore`` needs to rebuild the run (pickled values
   live in pickle files, never inside the JSON).
+
+The journal and base records are line-framed with a CRC-32 each, the configs log
+length-framed with one (``state_framing.py``): a damaged record is found, skipped (or,
+length-framed, ends the reading) and said, naming the file and what was read.
 """
 
 from __future__ import annotations
@@ -41,6 +46,13 @@ from typing import Any
 
 import cloudpickle
 
+from fasttune._internal.state_framing import (
+    CONFIGS_HEADER,
+    frame_blob,
+    frame_line,
+    read_blobs,
+    read_lines,
+)
 from fasttune._internal.state_recovery import pending_records, records_from_folders
 from fasttune._support.encoding import encode_result_line
 from fasttune.storage.filesystem import atomic_write_bytes
@@ -68,8 +80,9 @@ STATE_FILES = (
     CALLBACK_STATE_FILE,
     TUNER_FILE,
 )
-FORMAT_VERSION = 2
-_READABLE_VERSIONS = (1, 2)
+# 3: checksummed journal, base records and configs log (2 and 1 are read too)
+FORMAT_VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)
 
 
 def trial_state(trial: Any) -> dict[str, Any]:
@@ -160,6 +173,7 @@ class ExperimentStateStore:
         self._seq = 0
         self._journal: Any = None
         self._configs: Any = None
+        self._configs_checked = True
         # Creation position of each trial id: the controller's own map when it gives
         # one, else the order in which this store first sees the trials.
         self._pos: dict[str, int] = positions if positions is not None else {}
@@ -189,7 +203,9 @@ class ExperimentStateStore:
             os.makedirs(self.path, exist_ok=True)
             self._journal = open(self._file(JOURNAL_FILE), "ab", buffering=0)  # noqa: SIM115
         self._seq += 1
-        self._journal.write(encode_record({"seq": self._seq, "trial": self._state(trial)}))
+        self._journal.write(
+            frame_line(encode_record({"seq": self._seq, "trial": self._state(trial)}))
+        )
         trial_id = trial.trial_id
         self._changed[trial_id] = trial
         if trial.is_finished():
@@ -200,10 +216,27 @@ class ExperimentStateStore:
     def record_config(self, trial_id: str, config: dict[str, Any]) -> None:
         """Append a trial's config (pickled, length-prefixed) to the configs log."""
         if self._configs is None:
-            os.makedirs(self.path, exist_ok=True)
-            self._configs = open(self._file(CONFIGS_FILE), "ab", buffering=0)  # noqa: SIM115
+            self._open_configs()
         blob = cloudpickle.dumps((trial_id, config))
-        self._configs.write(len(blob).to_bytes(8, "little") + blob)
+        self._configs.write(frame_blob(blob) if self._configs_checked else _plain_blob(blob))
+
+    def _open_configs(self) -> None:
+        """Open the configs log for appending: a new one with checksums; one written
+        before them (a restored experiment) goes on in its own format."""
+        os.makedirs(self.path, exist_ok=True)
+        self._configs = open(self._file(CONFIGS_FILE), "ab", buffering=0)  # noqa: SIM115
+        if self._configs.tell() == 0:
+            self._configs.write(CONFIGS_HEADER)
+            self._configs_checked = True
+        else:
+            with open(self._file(CONFIGS_FILE), "rb") as f:
+                head = f.read(len(CONFIGS_HEADER))
+            self._configs_checked = head == CONFIGS_HEADER
+            if not self._configs_checked and CONFIGS_HEADER.startswith(head):
+                # Only a cut header (a crash at the first write): start it again.
+                self._configs.truncate(0)
+                self._configs.write(CONFIGS_HEADER)
+                self._configs_checked = True
 
     def save_search_state(
         self, search_alg: Any, num_trials: int, completed: CompletionBitmap | None = None
@@ -271,13 +304,13 @@ class ExperimentStateStore:
         if not self._based:
             # First snapshot of this run: every trial, in creation order (O(trials) once).
             self._live = {t.trial_id: t for t in trials if not t.is_finished()}
-            lines = b"".join(encode_record(self._state(t)) for t in trials)
+            lines = b"".join(frame_line(encode_record(self._state(t))) for t in trials)
             atomic_write_bytes(self._file(BASE_FILE), lines)
             self._based = True
         else:
             finished = [t for t in self._changed.values() if t.is_finished()]
             if finished:
-                lines = b"".join(encode_record(self._state(t)) for t in finished)
+                lines = b"".join(frame_line(encode_record(self._state(t))) for t in finished)
                 with open(self._file(BASE_FILE), "ab") as f:
                     f.write(lines)
                     f.flush()
@@ -294,17 +327,26 @@ class ExperimentStateStore:
         self._journal = self._configs = None
 
     # ------------------------------------------------------------------ reading
-    def load(self) -> LoadedExperiment:
+    def load(self, *, pickles: bool = True, folders_only: bool = False) -> LoadedExperiment:
         """Read the snapshot, replay the journal, and load the pickled states.
+
+        Args:
+            pickles: Unpickle the configs log and the plugins' states. Readers that only
+                show the experiment pass False: the records are JSON, and nothing is
+                unpickled (configs are left to the trial folders' ``params.json``).
+            folders_only: Accept a folder whose state files are all gone (the trials
+                are rebuilt from their folders alone).
 
         Raises:
             FileNotFoundError: There is no experiment state at this path.
         """
         snapshot_path = self._file(SNAPSHOT_FILE)
-        rebuildable = os.path.exists(self._file(TUNER_FILE)) and (
-            os.path.exists(self._file(JOURNAL_FILE)) or os.path.exists(self._file(BASE_FILE))
-        )
-        if not os.path.exists(snapshot_path) and not rebuildable:
+        present = {
+            name
+            for name in (SNAPSHOT_FILE, JOURNAL_FILE, BASE_FILE, TUNER_FILE, CONFIGS_FILE)
+            if os.path.exists(self._file(name))
+        }
+        if not present and not folders_only:
             raise FileNotFoundError(
                 f"No fasttune experiment state at {self.path!r} (expected {SNAPSHOT_FILE}). "
                 "Pass the experiment directory, i.e. <storage_path>/<name>."
@@ -317,12 +359,15 @@ class ExperimentStateStore:
             if not isinstance(document, dict):
                 raise ValueError(f"a {type(document).__name__}, not an object")
         except ValueError as e:  # JSONDecodeError, UnicodeDecodeError: damaged
-            logger.warning(
-                "%s is damaged or missing (%s): the experiment is rebuilt from its journal, "
-                "its base records and its trial folders instead.",
-                snapshot_path,
-                e,
-            )
+            if present & {SNAPSHOT_FILE, JOURNAL_FILE, BASE_FILE}:
+                logger.warning(
+                    "%s is damaged or missing (%s): the experiment is rebuilt from its "
+                    "journal, its base records and its trial folders instead.",
+                    snapshot_path,
+                    e,
+                )
+            else:  # stopped before its first snapshot, or only trial folders are left
+                logger.info("%s has no trial state files; reading its trial folders.", self.path)
             document = {"version": FORMAT_VERSION, "trials": [], "journal_seq": 0, "meta": {}}
         if document.get("version") not in _READABLE_VERSIONS:
             raise ValueError(
@@ -343,11 +388,12 @@ class ExperimentStateStore:
             trials[entry["trial"]["trial_id"]] = entry["trial"]
             last_seq = max(last_seq, entry["seq"])
         self._seq = last_seq
-        configs = _read_configs(self._file(CONFIGS_FILE))
+        configs = _read_configs(self._file(CONFIGS_FILE)) if pickles else {}
         rebuilt = records_from_folders(self.path, set(trials))
         known = set(trials) | {r["trial_id"] for r in rebuilt}
         name = _any_trainable_name(trials, rebuilt, document)
-        rebuilt += pending_records(configs, known, trainable_name=name)
+        if pickles:
+            rebuilt += pending_records(configs, known, trainable_name=name)
         if rebuilt:
             names = [r["trial_id"] for r in rebuilt]
             logger.warning(
@@ -365,6 +411,12 @@ class ExperimentStateStore:
         ordered = sorted(trials.values(), key=lambda t: t.get("pos", first_seen[t["trial_id"]]))
         self._pos = {state["trial_id"]: i for i, state in enumerate(ordered)}
         loaded = LoadedExperiment(meta=document.get("meta", {}), trials=ordered, configs=configs)
+        if pickles:
+            self._load_plugin_states(loaded)
+        return loaded
+
+    def _load_plugin_states(self, loaded: LoadedExperiment) -> None:
+        ordered = loaded.trials
         search = _load_pickle(self._file(SEARCH_STATE_FILE))
         if search is not None:
             loaded.search_state = search["state"]
@@ -385,7 +437,6 @@ class ExperimentStateStore:
         else:  # saved before format 2: the state alone
             loaded.scheduler_state = scheduler
         loaded.callback_state = _load_pickle(self._file(CALLBACK_STATE_FILE))
-        return loaded
 
     def load_tuner(self) -> dict[str, Any]:
         data = _load_pickle(self._file(TUNER_FILE), damaged_ok=False)
@@ -407,48 +458,53 @@ def _state_of(plugin: Any) -> Any:
     return get_state() if callable(get_state) else None
 
 
+def _plain_blob(blob: bytes) -> bytes:
+    """A configs-log record as written before checksums (appending to such a log)."""
+    return len(blob).to_bytes(8, "little") + blob
+
+
+def _read_file(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 def _read_json_lines(path: str) -> list[dict[str, Any]]:
-    """The records of a JSON-lines state file; damaged lines are skipped (and said)."""
-    if not os.path.exists(path):
+    """The records of a line-framed state log; damaged lines are skipped, a torn last
+    one dropped, and what was lost is said (the file, the records read and lost)."""
+    data = _read_file(path)
+    if not data:
         return []
-    entries = []
-    damaged = 0
-    with open(path, "rb") as f:
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break  # a torn last line: the write never completed
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                damaged += 1  # later lines are whole records of their own: keep reading
-                continue
-            if isinstance(entry, dict):
-                entries.append(entry)
-            else:
-                damaged += 1
-    if damaged:
+    read = read_lines(data)
+    loss = read.loss(path)
+    if loss is not None:
         logger.warning(
-            "%s has %d damaged line(s), skipped; the records around them were read.",
-            path,
-            damaged,
+            "%s Each record is a whole trial state, so the intact ones were applied; a "
+            "trial whose latest state was lost resumes from its state before (or its folder).",
+            loss,
         )
-    return entries
+    return read.records
 
 
 def _read_configs(path: str) -> dict[str, Any]:
+    """The configs log: each trial's latest config, up to the first damaged record."""
     configs: dict[str, Any] = {}
-    if not os.path.exists(path):
+    data = _read_file(path)
+    if not data:
         return configs
-    with open(path, "rb") as f:
-        data = f.read()
-    offset = 0
-    while offset + 8 <= len(data):
-        size = int.from_bytes(data[offset : offset + 8], "little")
-        if offset + 8 + size > len(data):
-            break  # a torn last record
-        trial_id, config = cloudpickle.loads(data[offset + 8 : offset + 8 + size])
+    read = read_blobs(data)
+    for blob in read.records:
+        trial_id, config = cloudpickle.loads(blob)
         configs[trial_id] = config
-        offset += 8 + size
+    loss = read.loss(path)
+    if loss is not None:
+        logger.warning(
+            "%s Trials that had started keep their config (their params.pkl); a trial "
+            "never started whose config was lost ends in ERROR saying so.",
+            loss,
+        )
     return configs
 
 

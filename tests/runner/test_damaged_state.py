@@ -89,7 +89,95 @@ def test_a_garbled_journal_line_drops_only_itself(copy, caplog):
     open(path, "wb").write(b"\n".join(lines))
     with caplog.at_level(logging.WARNING):
         _all_finished(_restore(copy))
-    assert "1 damaged line(s), skipped" in caplog.text
+    assert "experiment_state.journal: 1 damaged record(s) skipped" in caplog.text
+
+
+def _journal_records(path):
+    """The journal's bytes and the (start, end) of each record in it."""
+    data = open(path, "rb").read()
+    bounds, start = [], 0
+    while (end := data.find(b"\n", start)) >= 0:
+        bounds.append((start, end + 1))
+        start = end + 1
+    return data, bounds
+
+
+def test_a_flipped_byte_in_any_journal_record_is_found_and_said(crashed, tmp_path, caplog):
+    """A byte flipped in the middle of each record in turn (damage JSON parsing alone
+    would miss, such as a changed digit): the checksum finds it, the load says which
+    file and how many records, and no trial is lost."""
+    from fasttune._internal.experiment_state import ExperimentStateStore
+
+    path = str(tmp_path / "flipped")
+    shutil.copytree(crashed, path)
+    target = os.path.join(path, "experiment_state.journal")
+    data, bounds = _journal_records(target)
+    if len(bounds) < 2:
+        pytest.fail("the crashed run left fewer than 2 journal records")
+    whole = {t["trial_id"] for t in ExperimentStateStore(path).load().trials}
+    for start, end in bounds:
+        damaged = bytearray(data)
+        damaged[(start + end) // 2] ^= 0x04
+        open(target, "wb").write(bytes(damaged))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            loaded = ExperimentStateStore(path).load()
+        assert {t["trial_id"] for t in loaded.trials} == whole
+        assert f"{target}: 1 damaged record(s) skipped" in caplog.text
+        assert f"{len(bounds) - 1} intact record(s) read" in caplog.text
+
+
+def test_a_flipped_byte_in_the_journal_still_finishes_every_trial(copy, caplog):
+    target = os.path.join(copy, "experiment_state.journal")
+    data, bounds = _journal_records(target)
+    damaged = bytearray(data)
+    start, end = bounds[len(bounds) // 2]
+    damaged[(start + end) // 2] ^= 0x04
+    open(target, "wb").write(bytes(damaged))
+    with caplog.at_level(logging.WARNING):
+        _all_finished(_restore(copy))
+    assert "1 damaged record(s) skipped" in caplog.text
+
+
+def test_a_journal_of_garbage_loses_no_trial(copy, caplog):
+    open(os.path.join(copy, "experiment_state.journal"), "wb").write(os.urandom(3000))
+    with caplog.at_level(logging.WARNING):
+        _all_finished(_restore(copy))
+    assert "damaged record(s) skipped" in caplog.text or "not a whole record" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "experiment_state.json",
+        "experiment_state.journal",
+        "trial_states.jsonl",
+        "trial_configs.pkl",
+        "search_state.pkl",
+        "scheduler_state.pkl",
+        "callback_state.pkl",
+    ],
+)
+def test_each_state_file_deleted_in_turn_loses_no_started_trial(copy, name, caplog):
+    """Every file but tuner.pkl (its own test): the run finishes every trial that
+    had started; a never-started trial whose config went with the configs log ends in
+    ERROR saying so, never with an empty config."""
+    from fasttune._internal.experiment_state import STATE_FILES
+
+    assert name in STATE_FILES
+    started = {n for n in os.listdir(copy) if os.path.isdir(os.path.join(copy, n)) and "_" in n}
+    target = os.path.join(copy, name)
+    if os.path.exists(target):
+        os.remove(target)
+    assert tune.Tuner.can_restore(copy)
+    grid = _restore(copy)
+    assert len(grid) == 10
+    finished = [r for r in grid if r.error is None]
+    assert all(r.metrics["training_iteration"] == 8 for r in finished)
+    for result in grid:
+        if result.error is not None:
+            assert name == "trial_configs.pkl" and "config was lost" in str(result.error)
+    assert len(finished) >= len(started)
 
 
 @pytest.mark.parametrize("damage", ["delete", "truncate"])
@@ -160,11 +248,15 @@ def test_the_configs_log_torn_at_every_byte_of_its_last_record_still_loads(crash
     target = os.path.join(path, "trial_configs.pkl")
     data = open(target, "rb").read()
     complete = ExperimentStateStore(path).load().configs
-    # The last record starts after the previous ones: find it by re-reading lengths.
-    offset, last = 0, 0
-    while offset + 8 <= len(data):
+    # The last record starts after the previous ones: find it by re-reading lengths
+    # (after the header, each record is an 8-byte length, a 4-byte checksum, the pickle).
+    from fasttune._internal.state_framing import CONFIGS_HEADER
+
+    assert data.startswith(CONFIGS_HEADER)
+    offset = last = len(CONFIGS_HEADER)
+    while offset + 12 <= len(data):
         last = offset
-        offset += 8 + int.from_bytes(data[offset : offset + 8], "little")
+        offset += 12 + int.from_bytes(data[offset : offset + 8], "little")
     for cut in range(last, len(data)):
         open(target, "wb").write(data[:cut])
         configs = ExperimentStateStore(path).load().configs

@@ -13,6 +13,7 @@ from fasttune._internal.experiment_state import (
     ExperimentStateStore,
     positions_in_bitmap,
 )
+from fasttune._internal.state_framing import read_lines
 from fasttune.experiment.trial import Trial, TrialStatus
 
 
@@ -21,8 +22,10 @@ def make_trials(path: str, n: int) -> list[Trial]:
 
 
 def lines(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f]
+    with open(path, "rb") as f:
+        read = read_lines(f.read())
+    assert not read.damaged and not read.torn_bytes
+    return read.records
 
 
 def started_store(path: str, n: int) -> tuple[ExperimentStateStore, list[Trial]]:
