@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Keras 3 loads its backend at import, tensorflow by default; torch is the one installed
+# (the doctests of fasttune.integration.keras import it; workers inherit the variable).
+os.environ.setdefault("KERAS_BACKEND", "torch")
 
 
 @pytest.fixture(autouse=True)

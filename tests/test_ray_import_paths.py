@@ -68,7 +68,9 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
     "fasttune.integration.pytorch_lightning": [
         "TuneReportCallback", "TuneReportCheckpointCallback",
     ],
+    "fasttune.integration.keras": ["TuneReportCallback", "TuneReportCheckpointCallback"],
     # ray.air.integrations.*
+    "fasttune.air.integrations.keras": ["ReportCheckpointCallback"],
     "fasttune.air.integrations.mlflow": ["MLflowLoggerCallback", "setup_mlflow"],
     "fasttune.air.integrations.wandb": ["WandbLoggerCallback", "setup_wandb"],
     "fasttune.air": ["RunConfig", "CheckpointConfig", "FailureConfig", "Checkpoint"],
@@ -87,7 +89,6 @@ NOT_YET = [
     "fasttune.search.zoopt",
     "fasttune.logger.aim",
     "fasttune.air.integrations.comet",
-    "fasttune.integration.keras",
 ]
 
 

@@ -12,7 +12,9 @@ import textwrap
 
 import pytest
 
-HEAVY = ("xgboost", "lightgbm", "lightning", "pytorch_lightning", "torch", "mlflow", "wandb")
+HEAVY = (
+    "xgboost", "lightgbm", "lightning", "pytorch_lightning", "torch", "mlflow", "wandb", "keras",
+)  # fmt: skip
 
 
 def _run(code: str) -> str:
@@ -43,6 +45,8 @@ def test_packages_import_no_heavy_library() -> None:
         ("fasttune.integration.xgboost", "xgboost", "xgboost"),
         ("fasttune.integration.lightgbm", "lightgbm", "lightgbm"),
         ("fasttune.integration.pytorch_lightning", "pytorch_lightning", "lightning"),
+        ("fasttune.integration.keras", "keras", "keras"),
+        ("fasttune.air.integrations.keras", "keras", "keras"),
     ],
 )
 def test_missing_library_names_the_extra(module: str, library: str, extra: str) -> None:
