@@ -262,3 +262,28 @@ def test_the_configs_log_torn_at_every_byte_of_its_last_record_still_loads(crash
         configs = ExperimentStateStore(path).load().configs
         assert len(configs) >= len(complete) - 1, f"cut at byte {cut}"
         assert all(configs[k] == complete[k] for k in configs)
+
+
+def test_an_experiment_written_before_checksums_still_restores(copy, caplog):
+    """State format 2 (plain JSON lines, a configs log without checksums), as the
+    experiments of earlier fasttune versions: restored, and appended to in its format."""
+    import json
+
+    from fasttune._internal.state_framing import CONFIGS_HEADER, read_blobs, read_lines
+
+    for name in ("experiment_state.journal", "trial_states.jsonl"):
+        path = os.path.join(copy, name)
+        records = read_lines(open(path, "rb").read()).records
+        open(path, "w").write("".join(json.dumps(r) + "\n" for r in records))
+    configs = os.path.join(copy, "trial_configs.pkl")
+    blobs = read_blobs(open(configs, "rb").read()).records
+    open(configs, "wb").write(b"".join(len(b).to_bytes(8, "little") + b for b in blobs))
+    snapshot = os.path.join(copy, "experiment_state.json")
+    document = json.load(open(snapshot))
+    document["version"] = 2
+    open(snapshot, "w").write(json.dumps(document))
+    with caplog.at_level(logging.WARNING):
+        _all_finished(_restore(copy))
+    assert "damaged" not in caplog.text
+    assert not open(configs, "rb").read().startswith(CONFIGS_HEADER)
+    assert len(read_blobs(open(configs, "rb").read()).records) >= len(blobs)
