@@ -73,9 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         required=True,
-        metavar="OUT.html",
-        help="the file to write: .html (or .png/.svg where kaleido works)",
+        metavar="OUT.html|OUT.png",
+        help="the file to write: .html (opens offline), or an image (.png, .svg, .pdf, "
+        ".jpg, .webp; drawn by kaleido in a Chrome or Chromium)",
     )
+    plot.add_argument("--width", type=int, metavar="PX", help="image width (default 700)")
+    plot.add_argument("--height", type=int, metavar="PX", help="image height (default 500)")
 
     dashboard = commands.add_parser("dashboard", help="serve the web dashboard")
     dashboard.add_argument("path", metavar="PATH")

@@ -199,7 +199,7 @@ def plot(args: argparse.Namespace) -> int:
         figure = vis.plot_pbt_exploits(view)
     else:
         figure = makers[args.kind](view, metric=view.metric, mode=view.mode)
-    vis.write_figure(figure, args.output)
+    vis.write_figure(figure, args.output, width=args.width, height=args.height)
     _out(f"Wrote {args.kind} of {view.name} to {args.output}")
     return 0
 

@@ -11,13 +11,13 @@ Example:
     >>> vis.plot_learning_curves("~/ray_results/my_exp", metric="loss").show()  # doctest: +SKIP
 """
 
+from fasttune.visualization._export import write_figure
 from fasttune.visualization._importance import param_importances, plot_param_importances
 from fasttune.visualization._plots import (
     plot_experiments_comparison,
     plot_learning_curves,
     plot_optimization_history,
     plot_parallel_coordinate,
-    write_figure,
 )
 from fasttune.visualization._schedulers import (
     pbt_exploits,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,30 +166,6 @@ def plot_optimization_history(
         title=f"Optimization history: {metric}", xaxis_title="trial (in order)", yaxis_title=metric
     )
     return figure
-
-
-def write_figure(figure: Any, path: str | os.PathLike[str]) -> None:
-    """Save ``figure``: ``.html`` embeds plotly.js (opens offline); ``.png``/``.svg``/``.pdf``
-    need the ``kaleido`` package and a Chrome it can drive.
-
-    Raises:
-        ValueError: Another file extension.
-    """
-    path = os.fspath(path)
-    extension = os.path.splitext(path)[1].lower()
-    if extension in (".html", ".htm"):
-        figure.write_html(path, include_plotlyjs=True, full_html=True)
-    elif extension in (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp"):
-        try:
-            import kaleido  # noqa: F401
-        except ImportError:
-            raise ValueError(
-                f"output {path!r}: image export needs kaleido (pip install kaleido, which "
-                "also needs Chrome); write .html instead, which opens offline."
-            ) from None
-        figure.write_image(path)
-    else:
-        raise ValueError(f"output {path!r}: the file name must end in .html (or .png/.svg).")
 
 
 def plot_experiments_comparison(

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -117,6 +120,47 @@ def test_plot_command_errors(project, tmp_path, capsys):
     assert "must end in .html" in capsys.readouterr().err
     assert main(["plot", str(tmp_path), "-o", str(tmp_path / "x.html")]) == 2
     assert "is not a fasttune experiment" in capsys.readouterr().err
+    assert main(["plot", experiment, "-o", str(tmp_path / "x.png"), "--width", "0"]) == 2
+    assert "width must be a number of pixels, 1 to 10000, got 0" in capsys.readouterr().err
+
+
+def test_plot_command_writes_a_png(project, tmp_path, capsys):
+    """A real PNG, drawn by kaleido in the machine's Chromium (``make browser``)."""
+    pytest.importorskip("kaleido", reason='needs the plot extra: pip install "fasttune[plot]"')
+    out = tmp_path / "curves.png"
+    code = main(["plot", os.path.join(project, "asha"), "-o", str(out), "--width", "900"])
+    assert code == 0, capsys.readouterr().err
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (900, 500)
+    assert len(data) > 20_000  # twelve curves, axes and a legend, not a blank image
+
+
+def test_image_export_without_a_browser_says_what_to_install(project, tmp_path):
+    pytest.importorskip("kaleido", reason='needs the plot extra: pip install "fasttune[plot]"')
+    env = {**os.environ, "BROWSER_PATH": str(tmp_path / "no-chrome-here")}
+    out = tmp_path / "curves.png"
+    argv = ["plot", os.path.join(project, "asha"), "-o", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-m", "fasttune", *argv], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert "drives a Chrome or Chromium" in done.stderr
+    assert "apt-get install chromium" in done.stderr and "BROWSER_PATH" in done.stderr
+    assert not out.exists()
+
+
+def test_image_export_without_kaleido_names_the_extra(project, tmp_path):
+    script = (
+        "import sys; sys.modules['kaleido'] = None\n"  # as if it were not installed
+        "from fasttune.cli import main\n"
+        f"sys.exit(main(['plot', {os.path.join(project, 'asha')!r}, '-o', "
+        f"{str(tmp_path / 'x.png')!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert 'image export needs kaleido: pip install "fasttune[plot]"' in done.stderr
 
 
 def test_stopping_points_show_asha_rungs(project):
