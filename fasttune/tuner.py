@@ -106,6 +106,7 @@ class Tuner:
                 lock.release()
                 _move_earlier_run_aside(spec.experiment_path)
                 lock.acquire()
+            _remove_cut_writes(spec.experiment_path)
             trials = self._restored_trials(spec) if self._restore else None
             self._save_tuner(spec, tuner_blob)
             controller = TuneController(spec, trials)
@@ -219,12 +220,7 @@ class Tuner:
                 ``storage_filesystem``.
             storage_filesystem: The filesystem ``path`` is on (fsspec or pyarrow).
         """
-        from fasttune._internal.experiment_state import (
-            BASE_FILE,
-            JOURNAL_FILE,
-            SNAPSHOT_FILE,
-            TUNER_FILE,
-        )
+        from fasttune._internal.experiment_state import SNAPSHOT_FILE, TUNER_FILE
         from fasttune.storage.location import locate_experiment
         from fasttune.storage.state_commit import read_manifest
 
@@ -232,12 +228,10 @@ class Tuner:
         if storage.is_remote:
             manifest = read_manifest(storage.filesystem, storage.path)
             return manifest is not None and {SNAPSHOT_FILE, TUNER_FILE} <= set(manifest["files"])
-        # The snapshot is an optimisation: the journal or the base records (and the trial
-        # folders) rebuild a run whose snapshot was lost.
-        return os.path.exists(os.path.join(storage.path, TUNER_FILE)) and any(
-            os.path.exists(os.path.join(storage.path, name))
-            for name in (SNAPSHOT_FILE, JOURNAL_FILE, BASE_FILE)
-        )
+        # tuner.pkl is the first file a run writes: with it, the run can go on. The other
+        # state files are rebuilt when missing (the journal, the base records and the trial
+        # folders stand in for the snapshot; none at all: killed before its first one).
+        return os.path.exists(os.path.join(storage.path, TUNER_FILE))
 
     @classmethod
     def restore(
@@ -400,6 +394,25 @@ def _has_state_but_no_tuner(path: str) -> bool:
         os.path.exists(os.path.join(path, name))
         for name in (SNAPSHOT_FILE, JOURNAL_FILE, BASE_FILE)
     )
+
+
+def _remove_cut_writes(path: str) -> None:
+    """Remove the temp files of state writes a killed driver left unfinished
+    (``.tuner.pkl.<id>.tmp``...): with the lock held, nothing else writes them."""
+    from fasttune._internal.experiment_state import STATE_FILES
+
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return
+    for name in names:
+        # (and of the storage's write probe, ``.write_test_<id>``)
+        ours = (*(f".{f}." for f in STATE_FILES), "..write_test_")
+        if name.endswith(".tmp") and name.startswith(ours):
+            try:
+                os.remove(os.path.join(path, name))
+            except FileNotFoundError:
+                pass
 
 
 def _holds_experiment(path: str) -> bool:
