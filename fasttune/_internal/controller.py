@@ -98,7 +98,7 @@ class TuneController:
         # Remote storage: the staging directory is published at each snapshot.
         storage = spec.storage
         self.storage_sync = (
-            ExperimentSync(storage.mirror, STATE_FILES)
+            ExperimentSync(storage.mirror, STATE_FILES, worker_files=_worker_uploaded(spec))
             if storage is not None and storage.is_remote
             else None
         )
@@ -472,3 +472,13 @@ class TuneController:
                 self.state.close()
                 self.spec.callbacks.on_experiment_end(trials=self.trials)
                 self._sync_storage(final=True)  # the files the callbacks closed, last
+
+
+def _worker_uploaded(spec: RunSpec) -> frozenset[str]:
+    """The captured-output files (``log_to_file``) that the executor's workers upload
+    to storage themselves: the driver's sync leaves them out."""
+    if not getattr(spec.executor, "uploads_trial_output", False):
+        return frozenset()
+    return frozenset(
+        name for name in spec.log_to_file if name and not os.path.isabs(name) and "/" not in name
+    )

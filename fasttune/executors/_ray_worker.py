@@ -19,6 +19,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from fasttune.executors._trial_output import TrialOutput
 from fasttune.executors._worker_process import dumps
 from fasttune.executors.base import Event
 from fasttune.executors.worker_loop import START, Command, TransportClosed, WorkerLoop
@@ -59,6 +60,7 @@ class RayWorker:
                 sys.path.append(entry)
         self._transport = OutboxTransport()
         self._loop = WorkerLoop(self._transport, isolated=True)
+        self._output: TrialOutput | None = None  # the hosted trial's, to upload
 
     def step(
         self, commands: bytes, trainable_blob: bytes | None = None
@@ -80,16 +82,33 @@ class RayWorker:
             if op == START:
                 argument = self._placed(argument, trainable_blob)
                 started = True
+                self._upload_output(ended=True)  # a reused actor's previous trial
+                self._output = TrialOutput.of(argument)
+                if self._output is not None:
+                    self._output.fetch()
             loop.handle((op, argument))
         # TrialStarted goes back at once (the driver queues a call to train behind it).
         if not started and loop.can_train and not loop.retired:
             loop.train_batch()
+        output = self._output
+        if output is not None and (output.trial_id != loop.trial_id or output.due()):
+            self._upload_output(ended=output.trial_id != loop.trial_id)
         events, self._transport.outbox = self._transport.outbox, []
         return events, loop.can_train
+
+    def _upload_output(self, *, ended: bool) -> None:
+        """Upload the hosted trial's captured output (it may run on a node whose disk
+        the driver does not see); forget it once the trial ended."""
+        output = self._output
+        if output is not None:
+            output.upload()
+            if ended:
+                self._output = None
 
     def close(self) -> None:
         """Stop the hosted Trainable, if any (before the driver kills the actor)."""
         self._loop.close()
+        self._upload_output(ended=True)
 
     @staticmethod
     def _placed(launch: Any, trainable_blob: bytes | None) -> Any:

@@ -97,6 +97,10 @@ class RayExecutor(Executor):
         tuner = fasttune.Tuner(train_fn, _executor=executor)  # or fasttune.init("auto")
     """
 
+    #: Its actors upload their trials' captured output (``log_to_file``) to remote
+    #: storage themselves (:mod:`._trial_output`): they may run on other nodes.
+    uploads_trial_output = True
+
     def __init__(
         self,
         address: str | None = None,

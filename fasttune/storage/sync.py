@@ -57,6 +57,9 @@ class ExperimentSync:
         clock: Monotonic seconds (injected in tests).
         max_share: Largest share of the driver's time spent syncing: after a sync that
             took ``t`` seconds the next one is due ``t / max_share`` after it started.
+        worker_files: Names of files in trial directories that the workers upload
+            themselves (captured output on executors whose workers may run on other
+            machines): left out here.
     """
 
     def __init__(
@@ -66,11 +69,13 @@ class ExperimentSync:
         *,
         clock: Callable[[], float] = time.monotonic,
         max_share: float = 0.1,
+        worker_files: Iterable[str] = (),
     ):
         self._mirror = mirror
         self._fs = mirror.filesystem
         self._state = StateCommitter(self._fs, mirror.root, mirror.local_root, state_files)
         self._state_files = frozenset(state_files)
+        self._worker_files = frozenset(worker_files)
         self._published: dict[str, Stamp] = {}  # local path -> stat of the uploaded version
         self._listed: dict[str, set[str]] = {}  # local directory -> names published from it
         self._finished: set[str] = set()  # trial directories synced after their trial ended
@@ -122,7 +127,7 @@ class ExperimentSync:
         for rel, finished in trial_dirs:
             if rel in self._finished:
                 continue
-            self._scan(os.path.join(root, rel), uploads, vanished)
+            self._scan(os.path.join(root, rel), uploads, vanished, skip=self._worker_files)
             if finished:
                 ended.append(rel)
         self._scan(root, uploads, vanished, skip=self._state_files)

@@ -67,7 +67,8 @@ class Steps(tune.Trainable):
 
     config: ``sleep`` per step; ``die_at``: the first time it reaches that step, the
     process exits (as if killed); ``marker_dir``: where it notes that, and each step
-    (``<trial>_<step>`` files) for tests that act on the run from outside.
+    (``<trial>_<step>`` files) for tests that act on the run from outside; ``say``:
+    print each step and its node.
     """
 
     def setup(self, config: dict[str, Any]) -> None:
@@ -86,7 +87,10 @@ class Steps(tune.Trainable):
             time.sleep(self.config["sleep"])
         if marker_dir:
             open(os.path.join(marker_dir, f"{self.trial_id}_{self.n}"), "w").close()
-        return {"n": self.n, "restored_at": self.restored_at, **placement()}
+        where = placement()
+        if self.config.get("say"):  # for RunConfig(log_to_file=...)
+            print(f"step {self.n} on {where['node_id']}", flush=True)
+        return {"n": self.n, "restored_at": self.restored_at, **where}
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         with open(os.path.join(checkpoint_dir, "n.json"), "w") as f:
@@ -120,3 +124,13 @@ def checkpointing_fn(config: dict[str, Any]) -> None:
             {"n": n, "restored_at": restored_at, **placement()},
             checkpoint=tune.Checkpoint.from_directory(directory),
         )
+
+
+def chatty_fn(config: dict[str, Any]) -> None:
+    """Prints each step to stdout and stderr (for ``RunConfig(log_to_file=...)``), and
+    once more after its last report."""
+    for i in range(config.get("n", 3)):
+        print(f"out {config['x']} {i}")
+        print(f"err {config['x']} {i}", file=sys.stderr)
+        tune.report({"i": i, **placement()})
+    print(f"out {config['x']} done", end="")  # no newline: flushed by the upload
