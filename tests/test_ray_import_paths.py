@@ -44,6 +44,7 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
     "fasttune.search.bayesopt": ["BayesOptSearch"],
     "fasttune.search.nevergrad": ["NevergradSearch"],
     "fasttune.search.bohb": ["TuneBOHB"],
+    "fasttune.search.zoopt": ["ZOOptSearch"],
     "fasttune.stopper": [
         "Stopper", "CombinedStopper", "FunctionStopper", "MaximumIterationStopper",
         "ExperimentPlateauStopper", "TrialPlateauStopper", "TimeoutStopper",
@@ -52,6 +53,7 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
         "LoggerCallback", "CSVLoggerCallback", "JsonLoggerCallback", "TBXLoggerCallback",
         "Logger", "CSVLogger", "JsonLogger", "TBXLogger", "NoopLogger", "UnifiedLogger",
     ],
+    "fasttune.logger.aim": ["AimLoggerCallback"],
     "fasttune.experiment": ["Trial"],
     "fasttune.execution.placement_groups": ["PlacementGroupFactory"],
     "fasttune.utils": ["wait_for_gpu", "diagnose_serialization", "validate_save_restore"],
@@ -86,8 +88,6 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
 NOT_YET = [
     "fasttune.search.ax",
     "fasttune.search.hebo",
-    "fasttune.search.zoopt",
-    "fasttune.logger.aim",
     "fasttune.air.integrations.comet",
 ]
 

@@ -2,8 +2,8 @@
 
 ``SEARCH_ALG_IMPORT`` maps each of Ray Tune's names to a function that imports and
 returns the class, so asking for one searcher never imports the others' libraries.
-Ray's names that fasttune does not provide (``"ax"``, ``"hebo"``, ``"vizier"``,
-``"zoopt"``) are listed too; their import function raises an ``ImportError`` that
+Ray's names that fasttune does not provide (``"ax"``, ``"hebo"``, ``"vizier"``) are
+listed too; their import function raises an ``ImportError`` that
 says so.
 
 Example:
@@ -49,7 +49,6 @@ def _not_provided(name: str, class_name: str) -> Callable[[], type]:
 _NOT_PROVIDED = {
     "ax": "AxSearch",
     "vizier": "VizierSearch",
-    "zoopt": "ZOOptSearch",
     "hebo": "HEBOSearch",
 }
 
@@ -63,7 +62,7 @@ SEARCH_ALG_IMPORT: dict[str, Callable[[], type]] = {
     "nevergrad": _importer("fasttune.search.nevergrad", "NevergradSearch"),
     "optuna": _importer("fasttune.search.optuna", "OptunaSearch"),
     "vizier": _not_provided("vizier", _NOT_PROVIDED["vizier"]),
-    "zoopt": _not_provided("zoopt", _NOT_PROVIDED["zoopt"]),
+    "zoopt": _importer("fasttune.search.zoopt", "ZOOptSearch"),
     "hebo": _not_provided("hebo", _NOT_PROVIDED["hebo"]),
 }
 """Search algorithm name -> function returning its class (imported on call)."""

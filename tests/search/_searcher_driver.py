@@ -33,6 +33,10 @@ def make_searcher(kind: str):
         from fasttune.search.hyperopt import HyperOptSearch
 
         return HyperOptSearch(random_state_seed=5, n_initial_points=3)
+    if kind == "zoopt":
+        from fasttune.search.zoopt import ZOOptSearch
+
+        return ZOOptSearch(budget=NUM_SAMPLES, seed=5)
     from fasttune.search.bayesopt import BayesOptSearch
 
     return BayesOptSearch(random_state=5, random_search_steps=3)

@@ -23,11 +23,11 @@ INTEGRATIONS = {
     "bayesopt": ("fasttune.search.bayesopt", "BayesOptSearch"),
     "nevergrad": ("fasttune.search.nevergrad", "NevergradSearch"),
     "bohb": ("fasttune.search.bohb", "TuneBOHB"),
+    "zoopt": ("fasttune.search.zoopt", "ZOOptSearch"),
 }
 NOT_PROVIDED = {
     "ax": "AxSearch",
     "vizier": "VizierSearch",
-    "zoopt": "ZOOptSearch",
     "hebo": "HEBOSearch",
 }
 
@@ -49,7 +49,8 @@ def test_integration_names_resolve(name):
     module_name, class_name = INTEGRATIONS[name]
     cls = getattr(importlib.import_module(module_name), class_name)
     assert SEARCH_ALG_IMPORT[name]() is cls
-    searcher = create_searcher(name, metric="loss", mode="min", not_an_argument=1)
+    # budget: ZOOptSearch needs one (as Ray's); the others drop it
+    searcher = create_searcher(name, metric="loss", mode="min", budget=10, not_an_argument=1)
     assert isinstance(searcher, cls) and isinstance(searcher, Searcher)
     assert (searcher.metric, searcher.mode) == ("loss", "min")
 
