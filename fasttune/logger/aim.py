@@ -62,6 +62,7 @@ class AimLoggerCallback(LoggerCallback):
 
     Raises:
         ValueError, TypeError: On a bad argument, naming it.
+        ImportError: When aim is not installed (``pip install "fasttune[aim]"``).
     """
 
     VALID_HPARAMS = (str, bool, int, float, list, type(None))
@@ -101,10 +102,7 @@ class AimLoggerCallback(LoggerCallback):
         self._started: set[str] = set()  # trials with an open run (driver side)
         self._calls = BackgroundCalls(owner)
         self._runs: dict[str, Any] = {}  # trial id -> aim Run (tracker side)
-
-    def setup(self, *args: Any, **kwargs: Any) -> None:
-        """Fail on the driver, before any trial, when aim is not installed."""
-        _aim_run_class()
+        _aim_run_class()  # a missing aim fails here, naming the extra
 
     # The driver's side: cheap, copies what the tracker needs and hands it over.
 

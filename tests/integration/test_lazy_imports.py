@@ -14,6 +14,7 @@ import pytest
 
 HEAVY = (
     "xgboost", "lightgbm", "lightning", "pytorch_lightning", "torch", "mlflow", "wandb", "keras",
+    "aim", "comet_ml",
 )  # fmt: skip
 
 
@@ -30,7 +31,7 @@ def test_packages_import_no_heavy_library() -> None:
         f"""
         import sys
         import fasttune, fasttune.integration, fasttune.air, fasttune.air.integrations
-        import fasttune.train
+        import fasttune.train, fasttune.logger, fasttune.logger.aim
         from fasttune.train import Checkpoint, RunConfig, report
         from fasttune import RunConfig, TuneConfig, Tuner
         print([m for m in {HEAVY!r} if m in sys.modules])

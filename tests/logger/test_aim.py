@@ -106,3 +106,11 @@ def test_bad_arguments() -> None:
         AimLoggerCallback(repo=5)
     with pytest.raises(TypeError, match=r"experiment_name=1"):
         AimLoggerCallback(experiment_name=1)  # type: ignore[arg-type]
+
+
+def test_missing_aim_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "aim.sdk", None)  # as if not installed
+    with pytest.raises(ImportError, match=r'pip install "fasttune\[aim\]"'):
+        AimLoggerCallback()

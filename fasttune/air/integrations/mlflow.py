@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
+from fasttune._support.background import BackgroundCalls
 from fasttune._support.flatten import flatten_result
 from fasttune._support.imports import import_optional
-from fasttune.air.integrations._background import BackgroundCalls
 from fasttune.logger.logger_callback import LoggerCallback
 
 if TYPE_CHECKING:
