@@ -260,7 +260,12 @@ class Tuner:
             resume_unfinished: Resume trials that had not finished (else end them).
             resume_errored: Resume errored trials from their latest checkpoint.
             restart_errored: Restart errored trials from scratch.
-            param_space: Pass it again if it held values that could not be pickled.
+            param_space: Pass it again if it held values that could not be pickled, or
+                if the experiment's ``tuner.pkl`` was lost: its trials are then rebuilt
+                from their folders (their configs, results and checkpoints) and the
+                run goes on with this ``param_space``, the given ``trainable`` and the
+                default ``TuneConfig``/``RunConfig`` (the ones the run had were in
+                ``tuner.pkl``).
             storage_filesystem: The filesystem ``path`` is on (fsspec or pyarrow), as
                 ``RunConfig(storage_filesystem=...)``; inferred from ``path`` if omitted.
         """
@@ -272,23 +277,29 @@ class Tuner:
             from fasttune.storage.experiment_lease import check_lease
 
             check_lease(storage.filesystem, storage.path, storage.uri)
+        without_tuner = False
         if not cls.can_restore(path, storage_filesystem) or (
             storage.is_remote and not _download_experiment(storage)
         ):
-            if not storage.is_remote and _has_state_but_no_tuner(storage.path):
+            if storage.is_remote or not _has_state_but_no_tuner(storage.path):
+                raise ValueError(
+                    f"Tuner.restore(path={storage.uri!r}): no fasttune experiment there. Pass "
+                    "the directory printed when the experiment started "
+                    "(<storage_path>/<name>)."
+                )
+            if param_space is None:
                 raise ValueError(
                     f"Tuner.restore(path={storage.uri!r}): the experiment's tuner.pkl (its "
-                    "trainable, param_space and configs) is missing, so the run cannot be "
-                    "continued. Its trials and results are intact: read them with "
-                    f"fasttune.ExperimentAnalysis({storage.uri!r})."
+                    "param_space and configs) is missing, so the run cannot be continued "
+                    "from it alone. Its trials and results are intact: read them with "
+                    f"fasttune.ExperimentAnalysis({storage.uri!r}), or continue the run from "
+                    "its trial folders with Tuner.restore(path, trainable=..., "
+                    "param_space=<the run's param_space>)."
                 )
-            raise ValueError(
-                f"Tuner.restore(path={storage.uri!r}): no fasttune experiment there. Pass "
-                "the directory printed when the experiment started (<storage_path>/<name>)."
-            )
+            without_tuner = True
         path = storage.local_path
         store = ExperimentStateStore(path)
-        saved = store.load_tuner()
+        saved = _saved_from_folders(store) if without_tuner else store.load_tuner()
         if "inputs" in saved:
             import cloudpickle
 
@@ -316,7 +327,7 @@ class Tuner:
             run_config=run_config,
             _executor=_executor,
         )
-        loaded = store.load()
+        loaded = saved.get("loaded") or store.load()
         if storage.is_remote:
             _download_trial_files(storage, loaded)
         tuner._restore = {
@@ -380,6 +391,40 @@ def _download_trial_files(storage: Any, loaded: Any) -> None:
     storage.mirror.fetch_files(again)
 
 
+def _saved_from_folders(store: Any) -> dict[str, Any]:
+    """What ``tuner.pkl`` would have given a restore, from the state files and trial
+    folders that are left: the trials and their id prefix, the metric and mode a
+    snapshot kept; the plugins' saved states are left out (the plugins that saved
+    them were in ``tuner.pkl``)."""
+    loaded = store.load(folders_only=True)
+    if not loaded.trials:
+        raise ValueError(
+            f"Tuner.restore(path={store.path!r}): neither tuner.pkl nor any trial folder is "
+            "there: nothing to continue. Start the experiment again with Tuner(...).fit()."
+        )
+    loaded.search_state = loaded.scheduler_state = loaded.callback_state = None
+    loaded.scheduler_seen = None
+    meta = loaded.meta
+    tune_config = TuneConfig(metric=meta.get("metric"), mode=meta.get("mode"))
+    logger.warning(
+        "%s has no tuner.pkl: its %d trials were rebuilt from their state records and "
+        "folders and go on with the trainable and param_space given. The run's TuneConfig "
+        "(num_samples, search algorithm, scheduler) and RunConfig (stop, callbacks, "
+        "checkpoint and failure settings) were in tuner.pkl and are lost: the defaults "
+        "apply%s, so only the trials found (and what the param_space's grid asks for) run.",
+        store.path,
+        len(loaded.trials),
+        f" (metric={meta['metric']!r}, mode={meta.get('mode')!r} from the snapshot)"
+        if meta.get("metric")
+        else "",
+    )
+    return {
+        "tune_config": tune_config,
+        "experiment_hash": loaded.trials[0]["trial_id"].rsplit("_", 1)[0],
+        "loaded": loaded,
+    }
+
+
 def _has_state_but_no_tuner(path: str) -> bool:
     from fasttune._internal.experiment_state import (
         BASE_FILE,
@@ -387,13 +432,14 @@ def _has_state_but_no_tuner(path: str) -> bool:
         SNAPSHOT_FILE,
         TUNER_FILE,
     )
+    from fasttune._internal.state_recovery import has_trial_folder
 
     if os.path.exists(os.path.join(path, TUNER_FILE)):
         return False
     return any(
         os.path.exists(os.path.join(path, name))
         for name in (SNAPSHOT_FILE, JOURNAL_FILE, BASE_FILE)
-    )
+    ) or has_trial_folder(path)
 
 
 def _remove_cut_writes(path: str) -> None:

@@ -42,6 +42,20 @@ def records_from_folders(experiment_path: str, known: set[str]) -> list[dict[str
     return records
 
 
+def has_trial_folder(experiment_path: str) -> bool:
+    """Whether ``experiment_path`` holds at least one trial folder (stops at the first)."""
+    try:
+        entries = os.scandir(experiment_path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    with entries:
+        for entry in entries:
+            folder = entry.is_dir() and not entry.name.startswith(".")
+            if folder and _record_of(entry.path, entry.name) is not None:
+                return True
+    return False
+
+
 def pending_records(
     configs: dict[str, Any], known: set[str], *, trainable_name: str
 ) -> list[dict[str, Any]]:

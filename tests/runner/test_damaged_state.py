@@ -220,6 +220,55 @@ def test_a_lost_tuner_file_says_what_is_intact(copy):
         tune.Tuner.restore(copy, trainable=slow_counter)
 
 
+SPACE = {"x": tune.uniform(0, 1), "n": 8, "sleep": 0.05}  # the driver's param_space
+
+
+def _restore_with_space(path):
+    tune.init(num_cpus=2)
+    try:
+        return tune.Tuner.restore(path, trainable=slow_counter, param_space=SPACE).fit()
+    finally:
+        tune.shutdown()
+
+
+def test_a_lost_tuner_file_and_the_param_space_given_again_finish_the_run(copy, caplog):
+    os.remove(os.path.join(copy, "tuner.pkl"))
+    assert not tune.Tuner.can_restore(copy)
+    with caplog.at_level(logging.WARNING):
+        _all_finished(_restore_with_space(copy))
+    assert "has no tuner.pkl" in caplog.text and "defaults" in caplog.text
+    assert tune.Tuner.can_restore(copy)  # the restored run wrote a tuner.pkl again
+
+
+def test_trial_folders_alone_rebuild_the_results(copy, crashed, tmp_path):
+    """Every state file deleted: the trials that had started are rebuilt from their
+    folders (config, results, checkpoints), resume and finish with the configs they
+    had; restoring without the param_space says what to pass."""
+    from fasttune._internal.experiment_state import STATE_FILES
+
+    reference = str(tmp_path / "reference")
+    shutil.copytree(crashed, reference)
+    expected = {r.path.rsplit(os.sep, 1)[-1]: r.config["x"] for r in _restore(reference)}
+    for name in STATE_FILES:
+        if os.path.exists(os.path.join(copy, name)):
+            os.remove(os.path.join(copy, name))
+    started = {n for n in os.listdir(copy) if os.path.isdir(os.path.join(copy, n))}
+    assert started, "the crashed run left no trial folder"
+    with pytest.raises(ValueError, match=r"tuner\.pkl.*missing.*param_space="):
+        tune.Tuner.restore(copy, trainable=slow_counter)
+    grid = _restore_with_space(copy)
+    assert grid.num_errors == 0
+    got = {r.path.rsplit(os.sep, 1)[-1]: r.config["x"] for r in grid}
+    assert set(got) == started
+    assert got == {name: expected[name] for name in started}
+    assert [r.metrics["training_iteration"] for r in grid] == [8] * len(started)
+
+
+def test_an_empty_folder_is_not_taken_for_an_experiment(tmp_path):
+    with pytest.raises(ValueError, match="no fasttune experiment there"):
+        tune.Tuner.restore(str(tmp_path), trainable=slow_counter, param_space=SPACE)
+
+
 @pytest.mark.parametrize("name", ["experiment_state.journal"])
 def test_the_last_record_torn_at_every_byte_still_loads(crashed, tmp_path, name):
     """A crash mid-write leaves any prefix of the last record: each one loads, and
