@@ -7,7 +7,7 @@ import html
 import math
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 
 def is_number(value: Any) -> bool:
@@ -132,7 +132,18 @@ class HtmlFormat:
         )
 
 
-Format = TextFormat | HtmlFormat
+class Format(Protocol):
+    """What a report is drawn with: text lines, tables, and the string between lines
+    (:class:`TextFormat`, :class:`HtmlFormat`, and on a terminal with rich installed
+    ``fasttune.progress._rich.RichFormat``)."""
+
+    name: str
+    delim: str
+
+    def text(self, line: str) -> str: ...
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str: ...
+
 
 FORMATS: dict[str, Format] = {"text": TextFormat(), "psql": TextFormat(), "html": HtmlFormat()}
 

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from typing import Any, TextIO
 
+from fasttune.progress._format import Format
 from fasttune.progress.reporter import TuneReporterBase, extends_init
 
 CURSOR_UP = "\x1b[{}A"
 CLEAR_TO_END = "\x1b[J"
+_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # a CSI sequence: takes no columns
+
+RICH_MAX_ROWS = 200
+"""A final table of more trials is drawn as plain text (rich takes ~1 ms of CPU a row)."""
 
 LIVE_REPORT_FREQUENCY = 1.0
 """Default seconds between redraws when the table is redrawn in place."""
@@ -32,7 +38,8 @@ class _LiveRegion:
 
     def _rows_of(self, text: str) -> int:
         columns = max(1, shutil.get_terminal_size((80, 24)).columns)
-        return sum(max(1, -(-len(line) // columns)) for line in text.split("\n"))
+        lines = _ESCAPE.sub("", text).split("\n")
+        return sum(max(1, -(-len(line) // columns)) for line in lines)
 
     def erase_sequence(self) -> str:
         """Move the cursor to the block's first line and clear everything below."""
@@ -57,9 +64,12 @@ class CLIReporter(TuneReporterBase):
     """Prints the experiment's status to the console.
 
     On a terminal the status is redrawn in place (ANSI cursor movement), by default
-    at most once a second; on any other stream (a file, a pipe, a CI log) each
-    report is printed below the previous one, without escape codes, by default at
-    most every 5 seconds. The last report always shows every trial.
+    at most once a second, with a progress bar over the trials (done/total and an
+    ETA when the number of trials is known); it is drawn with rich when rich is
+    installed (``pip install "fasttune[rich]"``: colours, tables fitted to the
+    terminal's width), else as plain text. On any other stream (a file, a pipe, a CI
+    log) each report is printed below the previous one, without escape codes, by
+    default at most every 5 seconds. The last report always shows every trial.
 
     Args:
         metric_columns, parameter_columns, total_samples, max_progress_rows,
@@ -69,6 +79,8 @@ class CLIReporter(TuneReporterBase):
             place, else 5).
         out: The stream to write to; defaults to ``sys.stdout`` at each report.
         redraw: Redraw in place; defaults to whether ``out`` is a terminal.
+        rich: Draw the in-place report with rich; defaults to whether rich can be
+            imported. ``True`` without rich raises ImportError at the first report.
 
     Example:
         >>> import io
@@ -86,11 +98,14 @@ class CLIReporter(TuneReporterBase):
         *args: Any,
         out: TextIO | None = None,
         redraw: bool | None = None,
+        rich: bool | None = None,
         **kwargs: Any,
     ):
         super().__init__(*args, **kwargs)
         self._out = out
         self._redraw = redraw
+        self._rich = rich
+        self._rich_format: Any = None
         self._live = _LiveRegion()
 
     @property
@@ -119,15 +134,37 @@ class CLIReporter(TuneReporterBase):
 
     def report(self, trials: list[Any], done: bool, *sys_info: str) -> None:
         """Print the status (in place on a terminal)."""
-        text = self._progress_str(trials, done, *sys_info)
         stream = self.stream
         if self.redraws:
+            fmt = self._live_format(stream) if not done or len(trials) <= RICH_MAX_ROWS else None
+            text = self._progress_str(trials, done, *sys_info, fmt=fmt or "text", progress_bar=True)
             self._live.draw(stream, text)
             if done:
                 self._live = _LiveRegion()  # the final report stays on screen
         else:
+            text = self._progress_str(trials, done, *sys_info)
             stream.write(text.rstrip("\n") + "\n")
             stream.flush()
+
+    def _live_format(self, stream: TextIO) -> Format | None:
+        """rich's format at the terminal's current width, or None for plain text."""
+        if self._rich is False:
+            return None
+        width = max(20, shutil.get_terminal_size((80, 24)).columns)
+        if self._rich_format is None or self._rich_format.width != width:
+            encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+            try:
+                from fasttune.progress._rich import RichFormat
+
+                self._rich_format = RichFormat(width, unicode=encoding.startswith("utf"))
+            except ImportError:
+                if self._rich:
+                    raise ImportError(
+                        'CLIReporter(rich=True) needs rich: pip install "fasttune[rich]"'
+                    ) from None
+                self._rich = False
+                return None
+        return self._rich_format
 
     def print_line(self, line: str) -> None:
         """Print ``line``; on a terminal it goes above the live table, which is

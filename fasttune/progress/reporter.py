@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from typing import Any, TypeVar
 
-from fasttune.progress import _tables
+from fasttune.progress import _bar, _tables
 from fasttune.progress._format import Format, get_format, is_number, time_passed_str
 from fasttune.result import AUTO_RESULT_KEYS, DEFAULT_METRIC
 
@@ -280,12 +280,27 @@ class TuneReporterBase(ProgressReporter):
         return next(iter(self._inferred)) if len(self._inferred) == 1 else None
 
     def _progress_str(
-        self, trials: list[Any], done: bool, *sys_info: str, fmt: str | Format = "text"
+        self,
+        trials: list[Any],
+        done: bool,
+        *sys_info: str,
+        fmt: str | Format = "text",
+        progress_bar: bool = False,
     ) -> str:
-        """The whole report: status, system info, best trial, trial and error tables."""
+        """The whole report: status, system info, best trial, trial and error tables.
+
+        ``progress_bar`` adds a line of trials done out of the total, with an ETA
+        (the live report on a terminal); ``fmt`` may be any object with ``text``,
+        ``table`` and ``delim`` (and ``bar``), as the terminal's rich format.
+        """
         f = get_format(fmt)
         columns = self._columns(trials)
-        lines = [f.text("== Status =="), f.text(time_passed_str(self._start_time, self._clock()))]
+        now = self._clock()
+        lines = [f.text("== Status =="), f.text(time_passed_str(self._start_time, now))]
+        if progress_bar:
+            progress = _bar.trial_progress(trials, self._total_samples, now - self._start_time)
+            draw = getattr(f, "bar", None)
+            lines.append(draw(progress) if draw else f.text(_bar.text_bar(progress)))
         lines += [f.text(str(info)) for info in sys_info if info]
         metric = self._best_metric()
         best = _tables.best_trial(trials, metric, self._mode)

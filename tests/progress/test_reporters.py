@@ -300,7 +300,7 @@ def test_should_report_respects_frequency(clock: Clock) -> None:
 def test_terminal_redraws_in_place(make_trial: MakeTrial, clock: Clock, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # no line wraps
     tty = FakeTTY()
-    reporter = CLIReporter(clock=clock, out=tty)
+    reporter = CLIReporter(clock=clock, out=tty, rich=False)
     assert reporter.redraws and reporter.max_report_frequency == 1.0
     trials = [make_trial(0, result=_result(1))]
     reporter.report(trials, False)
@@ -326,13 +326,63 @@ def test_terminal_redraws_in_place(make_trial: MakeTrial, clock: Clock, monkeypa
 def test_redraw_counts_wrapped_lines(make_trial: MakeTrial, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "40")
     tty = FakeTTY()
-    reporter = CLIReporter(out=tty)
+    reporter = CLIReporter(out=tty, rich=False)
     reporter.report([make_trial(0, result=_result(1))], False)
     first = tty.getvalue()
     rows = sum(-(-len(line) // 40) or 1 for line in first.splitlines())
     assert rows > first.count("\n")
     reporter.report([make_trial(0, result=_result(1))], False)
     assert tty.getvalue()[len(first) :].startswith(f"\x1b[{rows}A\r\x1b[J")
+
+
+def test_terminal_report_has_a_progress_bar_best_trial_and_resources(
+    make_trial: MakeTrial, clock: Clock, monkeypatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    tty = FakeTTY()
+    reporter = CLIReporter(clock=clock, out=tty, rich=False, metric="loss", mode="min")
+    reporter.setup(start_time=clock(), total_samples=8)
+    trials = [make_trial(i, "TERMINATED", {"loss": 1.0 / (i + 1)}) for i in range(2)]
+    trials += [make_trial(2, "RUNNING", {"loss": 0.9})]
+    clock.advance(20.0)
+    reporter.report(trials, False, "Logical resource usage: 1.0/2 CPUs, 0/0 GPUs")
+    text = tty.getvalue()
+    bar = "[" + "#" * 8 + "." * 22 + "] 2/8 trials done (25%), ETA 0:01:00"
+    assert text.splitlines()[2] == bar  # 10 s a trial so far: 6 left take 60 s
+    assert "Logical resource usage: 1.0/2 CPUs" in text
+    assert "Current best trial: abcde_00001 with loss=0.5" in text
+    out = io.StringIO()
+    off = CLIReporter(clock=clock, out=out)
+    off.setup(start_time=clock(), total_samples=8)
+    off.report(trials, False)
+    assert "trials done" not in out.getvalue()  # off a terminal: the table as before
+
+
+def test_rich_report_fits_the_terminal_and_is_erased_whole(
+    make_trial: MakeTrial, monkeypatch
+) -> None:
+    pytest.importorskip("rich", reason='needs the rich extra: pip install "fasttune[rich]"')
+    monkeypatch.setenv("COLUMNS", "40")
+    tty = FakeTTY()
+    reporter = CLIReporter(out=tty, metric="loss", mode="min", total_samples=4)
+    trials = [make_trial(i, result=_result(i + 1)) for i in range(3)]
+    reporter.report(trials, False)
+    first = tty.getvalue()
+    assert "\x1b[1m== Status ==" in first and "RUNNING" in first
+    visible = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in first.splitlines()]
+    assert max(len(line) for line in visible) <= 40  # columns shortened, not wrapped
+    reporter.report(trials, False)
+    assert tty.getvalue()[len(first) :].startswith(f"\x1b[{len(visible)}A\r\x1b[J")
+
+
+def test_rich_asked_for_but_missing_names_the_extra(make_trial: MakeTrial, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "rich", None)  # as if rich were not installed
+    monkeypatch.delitem(sys.modules, "fasttune.progress._rich", raising=False)
+    with pytest.raises(ImportError, match=r'needs rich: pip install "fasttune\[rich\]"'):
+        CLIReporter(out=FakeTTY(), rich=True).report([make_trial(0)], False)
+    tty = FakeTTY()
+    CLIReporter(out=tty).report([make_trial(0)], False)  # by default: plain text
+    assert tty.getvalue().startswith("== Status ==\n") and "0 trials done" in tty.getvalue()
 
 
 def test_final_report_stays_on_terminal(make_trial: MakeTrial) -> None:
