@@ -75,6 +75,7 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
     "fasttune.air.integrations.keras": ["ReportCheckpointCallback"],
     "fasttune.air.integrations.mlflow": ["MLflowLoggerCallback", "setup_mlflow"],
     "fasttune.air.integrations.wandb": ["WandbLoggerCallback", "setup_wandb"],
+    "fasttune.air.integrations.comet": ["CometLoggerCallback"],
     "fasttune.air": ["RunConfig", "CheckpointConfig", "FailureConfig", "Checkpoint"],
     # ray.train names used with Tune
     "fasttune.train": [
@@ -88,7 +89,6 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
 NOT_YET = [
     "fasttune.search.ax",
     "fasttune.search.hebo",
-    "fasttune.air.integrations.comet",
 ]
 
 

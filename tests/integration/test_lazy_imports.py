@@ -32,6 +32,7 @@ def test_packages_import_no_heavy_library() -> None:
         import sys
         import fasttune, fasttune.integration, fasttune.air, fasttune.air.integrations
         import fasttune.train, fasttune.logger, fasttune.logger.aim
+        import fasttune.air.integrations.comet
         from fasttune.train import Checkpoint, RunConfig, report
         from fasttune import RunConfig, TuneConfig, Tuner
         print([m for m in {HEAVY!r} if m in sys.modules])
