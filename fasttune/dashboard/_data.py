@@ -23,6 +23,7 @@ REFRESH_S = 0.5  # a view is re-read at most this often (live updates within ~2 
 LOG_TAIL = 64 * 1024
 LOG_NAMES = ("stdout", "stderr")
 STATUSES = ("RUNNING", "PENDING", "PAUSED", "TERMINATED", "ERROR")
+PBT_GLOBAL_FILE = "pbt_global.txt"  # PopulationBasedTraining's log of exploits (Ray's name)
 
 
 def clean(value: Any) -> Any:
@@ -113,6 +114,8 @@ def experiment_detail(exp: str, view: ExperimentView) -> dict[str, Any]:
     summary = experiment_summary(exp, view)
     summary["metrics"] = view.metrics()
     summary["params"] = list(dict.fromkeys(k for t in view.trials for k in t.config))
+    # PBT's lineage is drawn where its exploit log is (the scheduler's pickle is not read)
+    summary["pbt"] = view.fs.exists(view.fs.join(view.fs_path, PBT_GLOBAL_FILE))
     return summary
 
 

@@ -113,6 +113,9 @@ def test_figures(client):
     assert pbt["layout"]["annotations"]
     none = client.get("/api/figure", params={"exp": "asha", "kind": "pbt"})
     assert none.status_code == 400 and "pbt_global.txt" in none.json()["error"]
+    # the experiment page draws PBT's chart where PBT's log is
+    assert client.get("/api/experiment", params={"exp": "pbt"}).json()["pbt"] is True
+    assert client.get("/api/experiment", params={"exp": "asha"}).json()["pbt"] is False
 
 
 def test_compare_experiments(client):

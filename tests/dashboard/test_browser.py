@@ -201,6 +201,42 @@ def test_experiment_page_table_and_curves(server, browser, project):
     wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#trials tr[data-trial]")) == 2)
 
 
+def test_scheduler_views_on_the_experiment_page(server, browser, project):
+    """ASHA's rungs (where trials stopped) and PBT's exploits, drawn on the page."""
+    files = last_results(os.path.join(project, "asha"))
+    browser.get(server + "/experiment?exp=asha")
+    bars = wait(
+        browser,
+        lambda d: d.execute_script(
+            "const c = document.getElementById('stops');"
+            "return c && c.data && c.querySelectorAll('.barlayer .point').length ? "
+            "c.data.map((t) => [t.name, t.x, t.y]) : null"
+        ),
+    )
+    stopped: dict[tuple[str, int], int] = {}
+    for result in files.values():
+        key = ("TERMINATED", result["training_iteration"])
+        stopped[key] = stopped.get(key, 0) + 1
+    drawn = {(name, x): y for name, xs, ys in bars for x, y in zip(xs, ys)}
+    assert drawn == stopped and len({x for _, x in stopped}) > 1  # trials stopped at rungs
+    assert "PBT" not in browser.find_element(By.ID, "scheduler").text
+    assert not browser.find_elements(By.ID, "pbt")  # no PBT log: no PBT chart
+
+    with open(os.path.join(project, "pbt", "pbt_global.txt")) as f:
+        exploits = [line for line in f if line.strip()]
+    browser.get(server + "/experiment?exp=pbt")
+    arrows = wait(
+        browser,
+        lambda d: d.execute_script(
+            "const c = document.getElementById('pbt');"
+            "return c && c.layout && c.querySelectorAll('.annotation').length"
+        ),
+    )
+    assert arrows == len(exploits) > 0
+    assert "PBT's exploits" in browser.find_element(By.ID, "scheduler").text
+    screenshot(browser, "scheduler-pbt")
+
+
 def test_trial_page(server, browser, project):
     files = last_results(os.path.join(project, "errors"))
     failed = next(t for t, r in files.items() if r["config"]["x"] == 0.9)

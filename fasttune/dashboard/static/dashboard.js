@@ -96,7 +96,8 @@ async function experimentPage() {
   smoothing <input type="range" id="smooth" min="0" max="0.95" step="0.05" value="0"></div>
   <div class="charts"><div id="curves" class="chart"></div><div id="history" class="chart"></div>
   <div id="parallel" class="chart"></div><div id="importance" class="chart"><button id="importance-go">Compute hyperparameter importance</button></div>
-  <div id="stops" class="chart"></div><div id="pbt" class="chart"></div></div>`;
+  </div><h3 id="scheduler">Scheduler: where trials stopped${info.pbt ? ", PBT's exploits" : ""}</h3>
+  <div class="charts"><div id="stops" class="chart"></div>${info.pbt ? '<div id="pbt" class="chart"></div>' : ""}</div>`;
   const reload = () => { state.offset = 0; drawTrials(); };
   $("#filter").addEventListener("change", (e) => { state.q = e.target.value; reload(); });
   $("#status").addEventListener("change", (e) => { state.status = e.target.value; reload(); });
@@ -180,7 +181,9 @@ async function drawFigure(kind) {
 }
 
 // the scheduler's view: where trials stopped (ASHA/HyperBand rungs); PBT's exploits if any
-function drawFigures() { ["history", "parallel", "stops", "pbt"].forEach(drawFigure); }
+function drawFigures() {
+  ["history", "parallel", "stops", "pbt"].filter((kind) => document.getElementById(kind)).forEach(drawFigure);
+}
 
 // ------------------------------------------------------------------ one trial
 async function trialPage() {
