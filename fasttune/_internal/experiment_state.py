@@ -327,13 +327,17 @@ class ExperimentStateStore:
         self._journal = self._configs = None
 
     # ------------------------------------------------------------------ reading
-    def load(self, *, pickles: bool = True, folders_only: bool = False) -> LoadedExperiment:
+    def load(
+        self, *, pickles: bool = True, plugin_states: bool = True, folders_only: bool = False
+    ) -> LoadedExperiment:
         """Read the snapshot, replay the journal, and load the pickled states.
 
         Args:
-            pickles: Unpickle the configs log and the plugins' states. Readers that only
-                show the experiment pass False: the records are JSON, and nothing is
-                unpickled (configs are left to the trial folders' ``params.json``).
+            pickles: Unpickle the configs log (and the plugins' states). Readers that
+                only show the experiment pass False: the records are JSON, and nothing
+                is unpickled (configs are left to the trial folders' ``params.json``).
+            plugin_states: Unpickle the search, scheduler and callback states (a
+                restore needs them; readers of results do not).
             folders_only: Accept a folder whose state files are all gone (the trials
                 are rebuilt from their folders alone).
 
@@ -411,7 +415,7 @@ class ExperimentStateStore:
         ordered = sorted(trials.values(), key=lambda t: t.get("pos", first_seen[t["trial_id"]]))
         self._pos = {state["trial_id"]: i for i, state in enumerate(ordered)}
         loaded = LoadedExperiment(meta=document.get("meta", {}), trials=ordered, configs=configs)
-        if pickles:
+        if pickles and plugin_states:
             self._load_plugin_states(loaded)
         return loaded
 
@@ -523,19 +527,35 @@ def _load_pickle(path: str, *, damaged_ok: bool = True) -> Any:
         return None
 
 
-def load_trials(experiment_path: str, *, trials_path: str | None = None) -> list[Any]:
+def load_trials(
+    experiment_path: str,
+    *,
+    trials_path: str | None = None,
+    read_config: Callable[[str], dict[str, Any]] | None = None,
+) -> list[Any]:
     """Rebuild the ``Trial`` records of an experiment from its state files.
+
+    The plugins' pickled states are never read here.
 
     Args:
         experiment_path: The local directory holding the state files.
         trials_path: The experiment directory the trials live in, when it is not
             ``experiment_path`` (remote state downloaded to a local directory).
+        read_config: Reads a trial's config from its folder name (e.g. its
+            ``params.json``): given, nothing is unpickled; else the configs log (or
+            each trial's ``params.pkl``) gives the exact configs.
     """
     from fasttune._internal.trial_state import trial_from_state
 
-    loaded = ExperimentStateStore(experiment_path).load()
+    pickles = read_config is None
+    loaded = ExperimentStateStore(experiment_path).load(pickles=pickles, plugin_states=False)
     home = trials_path or experiment_path
-    return [
-        trial_from_state(state, home, config=loaded.configs.get(state["trial_id"]))
-        for state in loaded.trials
-    ]
+    trials = []
+    for state in loaded.trials:
+        if read_config is None:
+            config = loaded.configs.get(state["trial_id"])
+        else:
+            folder = state.get("relative_logdir")
+            config = read_config(folder) if folder else {}
+        trials.append(trial_from_state(state, home, config=config))
+    return trials

@@ -24,8 +24,12 @@ def is_trial_dir(fs: FileSystem, path: str) -> bool:
     )
 
 
-def scan_trials(fs: FileSystem, experiment_path: str) -> tuple[list[Trial], dict[str, History]]:
+def scan_trials(
+    fs: FileSystem, experiment_path: str, *, pickles: bool = True
+) -> tuple[list[Trial], dict[str, History]]:
     """The trials found under ``experiment_path``, and each one's results by trial id.
+
+    With ``pickles=False`` configs come from ``params.json`` only (nothing unpickled).
 
     Raises:
         FileNotFoundError: ``experiment_path`` is not a directory.
@@ -44,21 +48,23 @@ def scan_trials(fs: FileSystem, experiment_path: str) -> tuple[list[Trial], dict
         )
     trials, histories = [], {}
     for name in trial_dirs:
-        trial, history = _load_trial(fs, experiment_path, name)
+        trial, history = _load_trial(fs, experiment_path, name, pickles)
         trials.append(trial)
         histories[trial.trial_id] = history
     trials.sort(key=lambda t: (t.trial_id, t.relative_logdir or ""))
     return trials, histories
 
 
-def _load_trial(fs: FileSystem, experiment_path: str, name: str) -> tuple[Trial, History]:
+def _load_trial(
+    fs: FileSystem, experiment_path: str, name: str, pickles: bool = True
+) -> tuple[Trial, History]:
     path = fs.join(experiment_path, name)
     results, source = files.read_results(fs, path)
     last = results[-1] if results else {}
     trial_id = str(last.get(R.TRIAL_ID) or name)
     marker = f"_{trial_id}"
     trainable_name = name[: name.index(marker)] if marker in name else name
-    config = files.read_config(fs, path)
+    config = files.read_config(fs, path, pickles=pickles)
     trial = Trial(
         trainable_name or name,
         config=config,

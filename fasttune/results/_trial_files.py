@@ -207,18 +207,19 @@ def _parse_csv(data: bytes, path: str) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------- config
-def read_config(fs: FileSystem, trial_path: str) -> dict[str, Any]:
+def read_config(fs: FileSystem, trial_path: str, *, pickles: bool = True) -> dict[str, Any]:
     """The trial's config: ``params.pkl`` (exact), else ``params.json``, else ``{}``.
 
     A ``params.pkl`` that cannot be unpickled here (say, its config holds a class
     from a module this process cannot import) falls back to ``params.json`` with a
-    warning.
+    warning. With ``pickles=False`` only ``params.json`` is read (display: nothing
+    is unpickled).
 
     Raises:
         ValueError: ``params.json`` is needed but is not valid JSON.
     """
     pkl_path = fs.join(trial_path, R.EXPR_PARAM_PICKLE_FILE)
-    if fs.exists(pkl_path):
+    if pickles and fs.exists(pkl_path):
         import cloudpickle
 
         try:

@@ -87,24 +87,35 @@ class ExperimentAnalysis:
         self.trials: list[Trial] = list(trials) if trials is not None else self._load_trials()
 
     # ------------------------------------------------------------------ loading
+    # Whether configs may be unpickled (exact values); readers for display (the command
+    # line, the dashboard: ExperimentView) read them from params.json instead.
+    _unpickle_configs = True
+
     def _load_trials(self) -> list[Trial]:
         from fasttune._internal.experiment_state import load_trials
 
         path = self._experiment_fs_path
+        fs = self._fs
+        read_config = None
+        if not self._unpickle_configs:
+
+            def read_config(folder: str) -> dict[str, Any]:
+                return files.read_config(fs, fs.join(path, folder), pickles=False)
+
         try:
             if self._fs.is_local:
-                return list(load_trials(path))
+                return list(load_trials(path, read_config=read_config))
             # Remote: the committed state files, downloaded (a few objects, whatever
             # the number of trials); the trials stay in storage.
             from fasttune.storage.state_commit import download_state
 
             with tempfile.TemporaryDirectory(prefix="fasttune_state_") as local:
                 if download_state(self._fs, path, local) is not None:
-                    return list(load_trials(local, trials_path=path))
+                    return list(load_trials(local, trials_path=path, read_config=read_config))
         except FileNotFoundError:
             pass
         logger.debug("No experiment state in %s: scanning its trial directories.", path)
-        trials, self._histories = _scan.scan_trials(self._fs, path)
+        trials, self._histories = _scan.scan_trials(self._fs, path, pickles=self._unpickle_configs)
         return trials
 
     def _history(self, trial: Trial) -> _scan.History:

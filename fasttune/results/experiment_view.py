@@ -3,6 +3,8 @@
 Everything is read from the experiment's files (state files, then each trial's
 ``result.json``/``progress.csv``, ``params``, ``error.txt`` and checkpoint folders),
 never from a live driver, so a running, finished or crashed experiment reads alike.
+Only JSON is read (configs from ``params.json``): nothing is unpickled, so looking at
+an experiment runs none of its code.
 Trials come from the same loader as :class:`ExperimentAnalysis`; each trial's last
 result is read from its own result file, which runs ahead of the state files while
 the experiment is running.
@@ -31,6 +33,13 @@ MANIFEST_FILE = "experiment_state.manifest.json"  # a remote experiment's commit
 FINISHED = frozenset({"TERMINATED", "ERROR"})
 LOAD_SPACING = 5  # a full re-read waits at least this many times its own duration
 _NOT_METRICS = frozenset({R.CONFIG, "hostname", "node_ip", "date", R.TRIAL_ID, "experiment_tag"})
+
+
+class _DisplayAnalysis(ExperimentAnalysis):
+    """Trials for display: read from JSON only (state records, ``params.json``,
+    results); nothing is unpickled, so looking at an experiment runs none of its code."""
+
+    _unpickle_configs = False
 
 
 class NotAnExperimentError(ValueError):
@@ -133,7 +142,7 @@ class ExperimentView:
         started = time.monotonic()
         self._stamp = self._state_stamp()
         try:
-            analysis = ExperimentAnalysis(self.path)
+            analysis = _DisplayAnalysis(self.path)
         except (FileNotFoundError, ValueError) as e:
             raise NotAnExperimentError(
                 f"{self.path!r} is not a fasttune experiment: {e} "
