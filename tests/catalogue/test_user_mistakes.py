@@ -1,8 +1,12 @@
 """A catalogue of user mistakes: each gives an error that names the parameter (or the
-value) and says what to do, raised before any trial runs and before anything is written.
+value) and says what to do, and loses no data.
 
 Each row: a description, a call that makes the mistake, the exception type, and a
-regular expression the message must match (the parameter's name and a hint).
+regular expression the message must match (the parameter's name and a hint). After
+each one, every experiment folder it left is checked: one holding ``tuner.pkl`` is
+intact (its trials all readable, each result file made of whole lines) and
+restorable; any other is cleanly absent (no state file, no trial folder), so a
+mistake made before anything was written leaves nothing a restore could take for a run.
 """
 
 from __future__ import annotations
@@ -572,6 +576,34 @@ def test_a_user_mistake_gets_a_clear_error(tmp_path, what, make, kind, pattern):
     import re
 
     assert re.search(pattern, str(info.value), re.S), f"{what}: {info.value}"
+    _assert_no_data_lost(str(tmp_path), what)
+
+
+def _assert_no_data_lost(tmp: str, what: str) -> None:
+    """Every experiment folder under ``tmp`` is intact and restorable, or cleanly absent."""
+    from fasttune._internal.experiment_state import STATE_FILES, TUNER_FILE
+    from fasttune._internal.state_recovery import has_trial_folder
+
+    for root, dirs, names in os.walk(tmp):
+        dirs[:] = [d for d in dirs if not d.startswith(("checkpoint_", "."))]
+        if TUNER_FILE not in names:
+            assert not set(names) & set(STATE_FILES), f"{what}: state without tuner.pkl in {root}"
+            if any(n in names for n in ("result.json", "params.json")):
+                continue  # a trial folder, checked with its experiment
+            assert not has_trial_folder(root), f"{what}: trial folders without tuner.pkl"
+            continue
+        assert tune.Tuner.can_restore(root), f"{what}: {root} cannot be restored"
+        folders = [
+            d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "params.json"))
+        ]
+        analysis = tune.ExperimentAnalysis(root)
+        assert len(analysis.trials) >= len(folders), f"{what}: trials lost in {root}"
+        for folder in folders:
+            path = os.path.join(root, folder, "result.json")
+            if os.path.exists(path):
+                data = open(path, "rb").read()
+                assert not data or data.endswith(b"\n"), f"{what}: torn {path}"
+        tune.Tuner.restore(root, trainable=fine)  # rebuilds the run (not run again)
 
 
 def test_the_catalogue_has_at_least_80_mistakes():
