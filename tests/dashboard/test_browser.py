@@ -284,6 +284,35 @@ def test_live_experiment_updates_without_reload(live, browser):
         stop(process)
 
 
+def test_an_experiment_in_s3(s3_root, browser):
+    """``fasttune dashboard s3://...`` (moto's S3 server; a real run wrote the bucket)."""
+    import s3fs
+
+    store = s3fs.S3FileSystem(skip_instance_cache=True)  # AWS_ENDPOINT_URL: the test server
+    files = {}
+    for path in store.glob(s3_root[len("s3://") :] + "/errors/*/result.json"):
+        lines = [json.loads(line) for line in store.cat_file(path).decode().splitlines()]
+        files[lines[-1]["trial_id"]] = lines
+    process, base = start_server(s3_root)
+    try:
+        browser.get(base + "/experiment?exp=errors")
+        row = "#trials tr[data-trial]"
+        wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, row)) == 3)
+        rows = {r["_id"]: r for r in cells(browser, row)}
+        assert {t: r["iterations"] for t, r in rows.items()} == {
+            t: str(h[-1]["training_iteration"]) for t, h in files.items()
+        }
+        failed = next(t for t, h in files.items() if h[-1]["config"]["x"] == 0.9)
+        assert rows[failed]["status"] == "ERROR"
+        click(browser, By.LINK_TEXT, failed)
+        wait(browser, lambda d: d.find_elements(By.ID, "error"))
+        assert "ValueError: x=0.9 is too large" in browser.find_element(By.ID, "error").text
+        assert "training with x=0.9" in browser.find_element(By.ID, "stdout").text
+        screenshot(browser, "s3-trial")
+    finally:
+        stop(process)
+
+
 def test_token_in_the_browser(project, browser):
     process, base = start_server(project, "--host", "127.0.0.1", "--token", "browser-token-1")
     try:

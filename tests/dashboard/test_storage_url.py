@@ -22,38 +22,9 @@ pytest.importorskip("s3fs", reason='needs the test extra: pip install -e ".[test
 import s3fs
 from starlette.testclient import TestClient
 
-import fasttune as tune
 from fasttune.cli import main
 from fasttune.dashboard import create_app
-from tests.experiments import failing
-
-
-def _run_failing(storage_path: str) -> None:
-    tune.init(num_cpus=2, num_gpus=0)
-    try:
-        tune.Tuner(
-            failing,
-            param_space={"x": tune.grid_search([0.1, 0.5, 0.9])},
-            tune_config=tune.TuneConfig(metric="loss", mode="min"),
-            run_config=tune.RunConfig(
-                storage_path=storage_path, name="errors", verbose=0, log_to_file=True
-            ),
-        ).fit()
-    finally:
-        tune.shutdown()
-
-
-@pytest.fixture(scope="module")
-def s3_root(s3_server, _s3_admin, tmp_path_factory):
-    """``s3://<bucket>/results`` holding the experiment ``errors`` (3 trials, one fails),
-    made by a real run with worker processes."""
-    bucket = f"bucket-{uuid.uuid4().hex[:12]}"
-    _s3_admin.mkdir(bucket)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FASTTUNE_STAGING_DIR", str(tmp_path_factory.mktemp("staging")))
-        _run_failing(f"s3://{bucket}/results")
-    yield f"s3://{bucket}/results"
-    _s3_admin.rm(bucket, recursive=True)
+from tests.dashboard.conftest import run_failing
 
 
 def _histories(store, prefix: str) -> dict[str, list[dict]]:
@@ -175,7 +146,7 @@ def test_dashboard_api_on_a_memory_experiment(monkeypatch):
 
     root = f"memory://dash-{uuid.uuid4().hex[:8]}/results"
     monkeypatch.setenv("FASTTUNE_EXECUTOR", "inline")
-    _run_failing(root)
+    run_failing(root)
     client = TestClient(create_app(root))
     (summary,) = client.get("/api/experiments").json()["experiments"]
     assert (summary["id"], summary["total"], summary["counts"]["ERROR"]) == ("errors", 3, 1)
