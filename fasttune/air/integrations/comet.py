@@ -16,7 +16,9 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
@@ -30,11 +32,20 @@ if TYPE_CHECKING:
 
 __all__ = ["CometLoggerCallback"]
 
+logger = logging.getLogger(__name__)
+
 
 def _comet() -> Any:
     # Comet patches ML libraries on import unless told not to (as Ray does)
     os.environ.setdefault("COMET_DISABLE_AUTO_LOGGING", "1")
     return import_optional("comet_ml", extra="comet", feature="Comet tracking")
+
+
+def _end_experiment(experiment: Any) -> None:
+    try:
+        experiment.end()
+    except Exception:
+        logger.warning("CometLoggerCallback: ending a Comet experiment failed", exc_info=True)
 
 
 def _matches(key: str, names: tuple[str, ...]) -> bool:
@@ -46,7 +57,8 @@ class CometLoggerCallback(LoggerCallback):
     """Log each trial to Comet as one experiment: config, metrics, ids, system info.
 
     Runs beside the driver, on a thread of its own (a Comet experiment takes about a
-    second to start and two to end); ``fit()`` returns once everything is written.
+    second to start; ending it waits two on Comet's threads, so each ends on a thread of
+    its own); ``fit()`` returns once everything is written.
     Result values that are not numbers are skipped.
 
     Args:
@@ -112,6 +124,7 @@ class CometLoggerCallback(LoggerCallback):
         self._started: set[str] = set()  # trials with an experiment (driver side)
         self._calls = BackgroundCalls(owner)
         self._experiments: dict[str, Any] = {}  # trial id -> Comet experiment (tracker side)
+        self._ending: list[threading.Thread] = []  # experiments ending (tracker side)
 
     # The driver's side: cheap, copies what the tracker needs and hands it over.
 
@@ -167,6 +180,9 @@ class CometLoggerCallback(LoggerCallback):
             self._calls.submit(self._end, trial_id)
         self._started.clear()
         self._calls.drain()
+        for thread in self._ending:
+            thread.join()
+        self._ending.clear()
 
     # The tracker's side, on the background thread, in order.
 
@@ -215,6 +231,13 @@ class CometLoggerCallback(LoggerCallback):
         self._experiments[trial_id].log_artifact(artifact)
 
     def _end(self, trial_id: str) -> None:
+        """End the experiment on a thread of its own: ``end()`` mostly waits (~2 s) for
+        Comet's own threads, and the next trials' experiments need not wait with it."""
         experiment = self._experiments.pop(trial_id, None)
         if experiment is not None:
-            experiment.end()
+            self._ending = [t for t in self._ending if t.is_alive()]
+            thread = threading.Thread(
+                target=_end_experiment, args=(experiment,), name=f"comet-end-{trial_id}"
+            )
+            thread.start()
+            self._ending.append(thread)
