@@ -287,3 +287,29 @@ def to_plain(value: Any) -> Any:
     if type(value).__module__ == "numpy":
         return value.tolist() if hasattr(value, "tolist") else value
     return value
+
+
+def category_index(categories: Any, value: Any) -> int:
+    """The index of ``value`` among ``categories`` (the same type first: True is not 1).
+
+    Raises:
+        ValueError: If ``value`` is none of them.
+
+    Example:
+        >>> category_index([1, True, "a"], True)
+        1
+    """
+    for i, category in enumerate(categories):
+        if type(category) is type(value) and _equal(category, value):
+            return i
+    for i, category in enumerate(categories):
+        if _equal(category, value):
+            return i
+    raise ValueError(f"{value!r} is not one of the choices {list(categories)!r}")
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # e.g. arrays: ambiguous truth value
+        return False

@@ -2,9 +2,8 @@
 
 ``SEARCH_ALG_IMPORT`` maps each of Ray Tune's names to a function that imports and
 returns the class, so asking for one searcher never imports the others' libraries.
-Ray's names that fasttune does not provide (``"ax"``, ``"hebo"``, ``"vizier"``) are
-listed too; their import function raises an ``ImportError`` that
-says so.
+Ray's names that fasttune does not provide (``"hebo"``, ``"vizier"``) are listed too;
+their import function raises an ``ImportError`` that says so.
 
 Example:
     >>> SEARCH_ALG_IMPORT["random"]().__name__
@@ -47,7 +46,6 @@ def _not_provided(name: str, class_name: str) -> Callable[[], type]:
 
 # Ray's names for searchers fasttune does not provide.
 _NOT_PROVIDED = {
-    "ax": "AxSearch",
     "vizier": "VizierSearch",
     "hebo": "HEBOSearch",
 }
@@ -55,7 +53,7 @@ _NOT_PROVIDED = {
 SEARCH_ALG_IMPORT: dict[str, Callable[[], type]] = {
     "variant_generator": _importer("fasttune.search.basic_variant", "BasicVariantGenerator"),
     "random": _importer("fasttune.search.basic_variant", "BasicVariantGenerator"),
-    "ax": _not_provided("ax", _NOT_PROVIDED["ax"]),
+    "ax": _importer("fasttune.search.ax", "AxSearch"),
     "hyperopt": _importer("fasttune.search.hyperopt", "HyperOptSearch"),
     "bayesopt": _importer("fasttune.search.bayesopt", "BayesOptSearch"),
     "bohb": _importer("fasttune.search.bohb", "TuneBOHB"),

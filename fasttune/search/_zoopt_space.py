@@ -26,7 +26,7 @@ from typing import Any
 
 from fasttune._support.imports import import_optional
 from fasttune.search._checks import plain
-from fasttune.search._flat_space import FlatSpace, Param, flatten_space
+from fasttune.search._flat_space import FlatSpace, Param, category_index, flatten_space
 from fasttune.search._samplers import Normal
 from fasttune.search._spec_view import contains_unresolved
 
@@ -86,17 +86,6 @@ class Coordinate:
         if self.step is not None:
             return round((value - param.low) / self.step)
         return value
-
-
-def category_index(categories: Any, value: Any) -> int:
-    """The index of ``value`` among ``categories`` (the same type first: True is not 1)."""
-    for i, category in enumerate(categories):
-        if type(category) is type(value) and _equal(category, value):
-            return i
-    for i, category in enumerate(categories):
-        if _equal(category, value):
-            return i
-    raise ValueError(f"{value!r} is not one of the choices {list(categories)!r}")
 
 
 def coordinates(spec: Mapping[str, Any]) -> tuple[list[Coordinate], FlatSpace]:
@@ -212,10 +201,3 @@ def check_native_value(coordinate: Coordinate, value: Any) -> Any:
     if not isinstance(value, (int, float)) or not region[0] <= value <= region[1]:
         raise ValueError(f"`{coordinate.name}` is {value!r}, outside [{region[0]}, {region[1]}]")
     return value
-
-
-def _equal(a: Any, b: Any) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # e.g. arrays: ambiguous truth value
-        return False

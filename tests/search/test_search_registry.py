@@ -24,9 +24,9 @@ INTEGRATIONS = {
     "nevergrad": ("fasttune.search.nevergrad", "NevergradSearch"),
     "bohb": ("fasttune.search.bohb", "TuneBOHB"),
     "zoopt": ("fasttune.search.zoopt", "ZOOptSearch"),
+    "ax": ("fasttune.search.ax", "AxSearch"),
 }
 NOT_PROVIDED = {
-    "ax": "AxSearch",
     "vizier": "VizierSearch",
     "hebo": "HEBOSearch",
 }

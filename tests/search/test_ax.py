@@ -1,0 +1,267 @@
+"""AxSearch against the real Ax (and BoTorch): spaces, points, failures, clients, resume.
+
+Ax's first trials are Sobol points (5 here, or twice the number of parameters); its
+model fits after them take seconds on two cores, so most tests stay within them and
+one Tuner run goes past them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+import fasttune as tune
+from fasttune._support.imports import MissingDependencyError
+from fasttune.search.ax import AxSearch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(autouse=True)
+def _two_cpus():
+    tune.init(num_cpus=2, num_gpus=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # BoTorch's numerical warnings
+        yield
+    tune.shutdown()
+
+
+def parabola(config):
+    tune.report({"loss": (config["x"] - 7) ** 2, "reward": -((config["x"] - 7) ** 2)})
+
+
+def fails_right_of_five(config):
+    if config["x"] > 5:
+        raise RuntimeError("no good")
+    tune.report({"loss": (config["x"] - 3) ** 2})
+
+
+def drive(searcher, count, objective=None, prefix="t"):
+    configs = []
+    for i in range(count):
+        config = searcher.suggest(f"{prefix}{i}")
+        assert isinstance(config, dict), f"suggestion {i} was {config!r}"
+        configs.append(config)
+        if objective is not None:
+            searcher.on_trial_complete(f"{prefix}{i}", {"loss": objective(config)})
+    return configs
+
+
+def statuses(searcher):
+    return [trial.status.name for trial in searcher._ax.experiment.trials.values()]
+
+
+# ---------------------------------------------------------------------- import
+def test_importing_the_module_does_not_import_ax():
+    code = "import sys, fasttune.search.ax; assert 'ax' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_missing_ax_names_the_extra_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ax", None)
+    with pytest.raises(MissingDependencyError, match=r'pip install "fasttune\[ax\]"'):
+        AxSearch()
+
+
+def test_registry_builds_it_by_rays_name():
+    searcher = tune.search.create_searcher("ax", metric="m", mode="max")
+    assert isinstance(searcher, AxSearch) and (searcher.metric, searcher.mode) == ("m", "max")
+
+
+# ---------------------------------------------------------------------- through the Tuner
+def test_tuner_runs_points_then_sobol_then_botorch(run_tuner):
+    points = [{"x": 6.5}]
+    searcher = AxSearch(points_to_evaluate=points, random_seed=0)
+    grid = run_tuner(
+        parabola,
+        searcher,
+        {"x": tune.uniform(0, 10), "k": "kept"},
+        num_samples=8,
+        concurrent=2,
+        metric="reward",
+        mode="max",
+    )
+    assert len(grid) == 8 and grid.num_errors == 0
+    assert all(r.config["k"] == "kept" for r in grid)
+    first = min(grid, key=lambda r: r.metrics["trial_id"])
+    assert first.config == {"x": 6.5, "k": "kept"}
+    assert statuses(searcher) == ["COMPLETED"] * 8
+    experiment = searcher._ax.experiment
+    assert not experiment.optimization_config.objective.minimize  # mode="max" reached Ax
+    trials = list(experiment.trials.values())[1:]  # after the point
+    methods = {trial.generator_run._generator_key for trial in trials}
+    assert "Sobol" in methods and len(methods) == 2  # BoTorch's model suggested too
+    assert grid.get_best_result().metrics["loss"] < 1.0
+
+
+def test_failing_trials_are_marked_failed_in_ax_and_the_search_goes_on(run_tuner):
+    searcher = AxSearch(random_seed=1)
+    grid = run_tuner(
+        fails_right_of_five,
+        searcher,
+        {"x": tune.uniform(0, 10)},
+        num_samples=5,
+        concurrent=2,
+        metric="loss",
+        mode="min",
+    )
+    assert len(grid) == 5 and 0 < grid.num_errors < 5
+    assert sorted(statuses(searcher)) == sorted(
+        ["FAILED"] * grid.num_errors + ["COMPLETED"] * (5 - grid.num_errors)
+    )
+
+
+def test_grid_search_in_the_tuner_space_is_a_value_error(run_tuner):
+    with pytest.raises(ValueError, match=r"`x` uses grid_search"):
+        run_tuner(parabola, AxSearch(), {"x": tune.grid_search([1, 2])}, metric="loss", mode="min")
+
+
+# ---------------------------------------------------------------------- spaces
+def test_convert_search_space_gives_ax_parameters():
+    converted = AxSearch.convert_search_space(
+        {
+            "a": {"lr": tune.loguniform(1e-4, 1e-1)},
+            "n": tune.lograndint(1, 100),
+            "q": tune.qrandint(0, 20, 5),
+            "act": tune.choice(["relu", "tanh"]),
+            "obj": tune.choice([{"k": 1}, None]),
+            "one": tune.choice([3]),
+        }
+    )
+    assert converted == [
+        {"name": "a/lr", "type": "range", "bounds": [1e-4, 1e-1], "value_type": "float",
+         "log_scale": True},
+        {"name": "n", "type": "range", "bounds": [1, 99], "value_type": "int", "log_scale": True},
+        {"name": "q", "type": "range", "bounds": [0, 4], "value_type": "int", "log_scale": False},
+        {"name": "act", "type": "choice", "values": ["relu", "tanh"], "is_ordered": False},
+        {"name": "obj", "type": "choice", "values": [0, 1], "is_ordered": False},
+        {"name": "one", "type": "fixed", "value": 3},
+    ]  # fmt: skip
+
+
+def test_values_stay_in_their_domains_and_choices_come_back_as_the_objects():
+    categories = [{"k": 1}, None, [1, 2]]
+    space = {
+        "x": tune.quniform(0, 1, 0.25),
+        "n": tune.randint(0, 3),
+        "net": {"c": tune.choice(categories), "lr": tune.loguniform(1e-4, 1e-1)},
+    }
+    searcher = AxSearch(space, metric="loss", mode="min", random_seed=0)
+    for config in drive(searcher, 8, lambda c: 0.0):
+        assert config["x"] in (0.0, 0.25, 0.5, 0.75, 1.0) and config["n"] in (0, 1, 2)
+        assert any(config["net"]["c"] is c for c in categories)
+        assert 1e-4 <= config["net"]["lr"] <= 1e-1
+
+
+@pytest.mark.parametrize(
+    ("space", "match"),
+    [
+        ({"x": tune.randn(0, 1)}, r"`x` is a normal \(randn\) domain"),
+        ({"x": tune.sample_from(lambda _: 1)}, r"`x` is a sample_from"),
+        ({"x": [tune.uniform(0, 1)]}, r"`x` is a list holding search domains"),
+        ({"x": 1}, r"`space` holds no search domains"),
+        ([{"type": "range"}], r"Ax parameter dicts, each with a 'name'"),
+    ],
+)
+def test_unsupported_spaces_name_the_key(space, match):
+    with pytest.raises(ValueError, match=match):
+        AxSearch(space, metric="m", mode="min")
+
+
+def test_native_parameter_list_with_nested_names_and_points():
+    space = [
+        {"name": "net/width", "type": "range", "bounds": [0.0, 10.0]},
+        {"name": "act", "type": "choice", "values": ["relu", "tanh"]},
+    ]
+    point = {"net": {"width": 2.5}, "act": "tanh"}
+    searcher = AxSearch(space, metric="m", mode="max", points_to_evaluate=[point])
+    configs = drive(searcher, 4, lambda c: c["net"]["width"])
+    assert configs[0] == point
+    assert all(0 <= c["net"]["width"] <= 10 and c["act"] in ("relu", "tanh") for c in configs)
+
+
+# ---------------------------------------------------------------------- arguments
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"metric": ["a", "b"]}, r"optimises a single metric"),
+        ({"mode": "best"}, r"`mode` must be 'min' or 'max'"),
+        ({"points_to_evaluate": {"x": 1}}, r"list of config dicts"),
+        ({"parameter_constraints": "x <= 1"}, r"`parameter_constraints` must be a list"),
+        ({"outcome_constraints": [1]}, r"`outcome_constraints` must be a list"),
+    ],
+)
+def test_bad_arguments_are_rejected_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        AxSearch(**kwargs)
+
+
+def test_unknown_client_arguments_and_points_outside_the_space_are_named():
+    with pytest.raises(ValueError, match=r"AxClient\(...\) does not take \['colour'"):
+        AxSearch({"x": tune.uniform(0, 1)}, metric="m", mode="min", colour="red")
+    with pytest.raises(ValueError, match=r"`x` is 3, outside its domain"):
+        AxSearch({"x": tune.uniform(0, 1)}, metric="m", mode="min", points_to_evaluate=[{"x": 3}])
+
+
+def test_missing_space_or_mode_is_a_runtime_error():
+    with pytest.raises(RuntimeError, match=r"has no search space yet"):
+        AxSearch(metric="m", mode="min").suggest("t")
+    with pytest.raises(RuntimeError, match=r"needs a metric and a mode"):
+        AxSearch({"x": tune.uniform(0, 1)}, metric="m").suggest("t")
+    with pytest.raises(RuntimeError, match=r"has no search space"):
+        AxSearch().set_search_properties("m", "min", {"k": 1})
+
+
+def test_an_ax_client_brings_metric_mode_and_space():
+    from ax.service.ax_client import AxClient, ObjectiveProperties
+
+    client = AxClient(random_seed=0, verbose_logging=False)
+    client.create_experiment(
+        parameters=[{"name": "x", "type": "range", "bounds": [0.0, 1.0]}],
+        objectives={"acc": ObjectiveProperties(minimize=False)},
+    )
+    searcher = AxSearch(ax_client=client)
+    assert (searcher.metric, searcher.mode) == ("acc", "max")
+    config = searcher.suggest("t")
+    searcher.on_trial_complete("t", {"acc": config["x"]})
+    assert statuses(searcher) == ["COMPLETED"]
+    with pytest.raises(ValueError, match=r"do not pass \['space', 'metric'\] as well"):
+        AxSearch({"x": tune.uniform(0, 1)}, metric="m", ax_client=client)
+    with pytest.raises(ValueError, match=r"has no experiment"):
+        AxSearch(ax_client=AxClient(verbose_logging=False))
+
+
+def test_outcome_constraint_metrics_are_read_from_the_result():
+    searcher = AxSearch(
+        {"x": tune.uniform(0, 1)}, metric="loss", mode="min", outcome_constraints=["l2 <= 0.5"]
+    )
+    searcher.suggest("a")
+    searcher.on_trial_complete("a", {"loss": 1.0, "l2": 0.2})
+    searcher.suggest("b")
+    searcher.on_trial_complete("b", {"loss": 1.0})  # no l2: failed, not a guess
+    assert statuses(searcher) == ["COMPLETED", "FAILED"]
+    data = searcher._ax.experiment.fetch_data().df
+    assert set(data["metric_name"]) == {"loss", "l2"}
+
+
+# ---------------------------------------------------------------------- state
+def test_a_fresh_searcher_restores_space_metric_mode_and_continues_exactly(tmp_path):
+    space = {"x": tune.uniform(-1, 1), "c": tune.choice([{"k": 1}, None])}
+    objective = lambda c: (c["x"] - 0.5) ** 2  # noqa: E731
+    original = AxSearch(metric="loss", mode="min", random_seed=2)
+    original.set_search_properties(None, None, space)
+    drive(original, 2, objective)
+    running = original.suggest("live")
+    path = str(tmp_path / "searcher.pkl")
+    original.save(path)
+    restored = AxSearch()
+    restored.restore(path)
+    assert (restored.metric, restored.mode) == ("loss", "min")
+    for searcher in (original, restored):
+        searcher.on_trial_complete("live", {"loss": objective(running)})
+    assert drive(restored, 2, objective, "n") == drive(original, 2, objective, "n")
+    assert statuses(restored) == ["COMPLETED"] * 5
