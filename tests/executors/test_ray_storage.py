@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import glob
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -19,10 +23,13 @@ ray = pytest.importorskip("ray", reason="the Ray executor needs ray: pip install
 s3fs = pytest.importorskip("s3fs", reason='needs the test extra: pip install -e ".[test]"')
 
 import fasttune as tune  # noqa: E402
+from tests.executors._ray_driver_script import STEPS  # noqa: E402
 from tests.executors._ray_support import OBJECT_STORE_BYTES, node_of  # noqa: E402
 from tests.executors._ray_trainables import Steps, chatty_fn  # noqa: E402
 
 pytestmark = pytest.mark.ray_cluster
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +60,16 @@ def _text(fs, path: str) -> str:
 
 def _lines(fs, path: str) -> list[dict]:
     return [json.loads(line) for line in _text(fs, f"{path}/result.json").splitlines()]
+
+
+def _generation(fs, experiment: str) -> int:
+    """The generation of the experiment's last state commit (0: none yet)."""
+    fs.invalidate_cache()
+    try:
+        manifest = json.loads(fs.cat_file(f"{experiment}/experiment_state.manifest.json"))
+    except FileNotFoundError:
+        return 0
+    return int(manifest["generation"])
 
 
 def test_captured_output_of_trials_on_other_nodes_ends_in_storage(bucket):
@@ -140,3 +157,47 @@ def test_losing_a_node_loses_nothing_in_storage(bucket, tmp_path):
         assert result.checkpoint.path == f"{result.path}/{kept[-1]}"
         with result.checkpoint.as_directory() as d, open(f"{d}/n.json") as f:
             assert json.load(f) == 10
+
+
+def test_a_killed_driver_is_restored_from_the_bucket_by_another_process(bucket, tmp_path):
+    """The driver (its own process, on the cluster) is SIGKILLed mid-run; Ray ends its
+    actors with it. This process restores the experiment from the bucket and finishes
+    it on the cluster: every iteration once, counted on from the checkpoints."""
+    cluster, fs, name = bucket
+    url = f"s3://{name}/exps"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "tests.executors._ray_driver_script", cluster.address, url,
+         str(markers)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT, FASTTUNE_STAGING_DIR=str(tmp_path / "machine1"),
+                 TUNE_GLOBAL_CHECKPOINT_S="0.2"),  # commits mid-run
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert driver.stdout is not None and driver.stdout.readline().strip() == "started"
+        deadline = time.monotonic() + 120
+        while len(glob.glob(str(markers / "*_4"))) < 2:  # both trials past step 4
+            assert time.monotonic() < deadline and driver.poll() is None, driver.stderr.read()
+            time.sleep(0.05)
+        # Two commits later, the state in the bucket holds checkpoints of both trials.
+        generation = _generation(fs, f"{name}/exps/driver_lost")
+        while _generation(fs, f"{name}/exps/driver_lost") < generation + 2:
+            assert time.monotonic() < deadline and driver.poll() is None, driver.stderr.read()
+            time.sleep(0.05)
+        assert len(glob.glob(str(markers / f"*_{STEPS}"))) < 2, "it ended before the kill"
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    experiment = f"{url}/driver_lost"
+    assert tune.Tuner.can_restore(experiment)
+    grid = tune.Tuner.restore(experiment, trainable=Steps).fit()
+    assert grid.num_errors == 0 and grid.num_terminated == 2
+    for result in grid:
+        assert result.path.startswith(f"{name}/exps/driver_lost/")
+        lines = _lines(fs, result.path)
+        assert [line["training_iteration"] for line in lines] == list(range(1, STEPS + 1))
+        assert [line["n"] for line in lines] == list(range(1, STEPS + 1))  # counted on
+        assert lines[-1]["restored_at"] >= 4, lines  # from a checkpoint in the bucket
+        assert lines[-1]["node_id"] == node_of(result.config["rack"])
