@@ -237,7 +237,7 @@ class TuneController:
         if trial is None:
             return
         if isinstance(event, TrialResults):
-            self._on_results(trial, event.results)
+            self._on_results(trial, event)
         elif isinstance(event, TrialStarted):
             hook = "on_trial_restore" if self.lifecycle.started(trial) else "on_trial_start"
             self._callback(hook, trial)
@@ -253,15 +253,21 @@ class TuneController:
             iteration=self.iteration, trials=self.trials, trial=trial, **kwargs
         )
 
-    def _on_results(self, trial: Trial, results: list[dict[str, Any]]) -> None:
-        processed = 0
-        acked = False
+    def _on_results(self, trial: Trial, event: TrialResults) -> None:
+        results = event.results
         accepts = self.lifecycle.accepts_results
+        processed = 0
+        if event.unseen and accepts(trial):
+            # Results in the trial's files that nothing here needs one by one.
+            trial.add_unseen_results(event.unseen, event.unseen_stats or {})
+            processed = event.unseen
+        acked = False
+        total = processed + len(results)
         for result in results:
             if not accepts(trial):
                 return  # being stopped: what it ran past the decision is dropped
             processed += 1
-            ack = processed if processed == len(results) else 0
+            ack = processed if processed == total else 0
             decision, acked = self._on_result(trial, result, ack)
             if decision == STOP:
                 self.terminate_trial(trial)

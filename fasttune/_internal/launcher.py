@@ -10,6 +10,7 @@ from fasttune import result as R
 from fasttune._internal.run_spec import RunSpec
 from fasttune.executors.base import Allocation, TrialLaunch
 from fasttune.experiment.trial import ResumePoint, Trial
+from fasttune.logger.trial_result_files import TrialFilesSpec
 from fasttune.storage.filesystem import ensure_dir
 from fasttune.trainable.checkpoint_io import read_state
 from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO, TrialInfo
@@ -113,4 +114,20 @@ def make_launch(
         storage=spec.storage.mirror
         if spec.storage is not None and spec.storage.is_remote
         else None,
+        result_files=_result_files(spec, trial),
+        last_result_only=spec.last_result_only,
+    )
+
+
+def _result_files(spec: RunSpec, trial: Trial) -> TrialFilesSpec | None:
+    """What the worker writes of the trial's result files (None: the driver does)."""
+    kinds = spec.result_files
+    if kinds is None:
+        return None
+    return TrialFilesSpec(
+        kinds=kinds,
+        experiment_tag=trial.experiment_tag,
+        hparams=trial.evaluated_params or None,
+        resume_point=trial.resume_point,
+        required_metrics=(spec.metric,) if spec.metric else (),
     )

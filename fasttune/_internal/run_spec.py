@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from fasttune._internal.trial_factory import TrialFactory
     from fasttune.callback import CallbackList
     from fasttune.executors.base import Executor, ResourceAccounting
+    from fasttune.logger.trial_result_files import ResultFileKinds
     from fasttune.schedulers.trial_scheduler import TrialScheduler
     from fasttune.search.search_algorithm import SearchAlgorithm
     from fasttune.stopper.stopper import Stopper
@@ -58,3 +59,9 @@ class RunSpec:
     # Where the experiment is stored; None (tests building specs by hand): in place at
     # ``experiment_path``. For remote storage ``experiment_path`` is the staging directory.
     storage: ExperimentStorage | None = None
+    # The default loggers' files the workers write themselves (None: the driver's
+    # logger callbacks write them); see logger/trial_result_files.py.
+    result_files: ResultFileKinds | None = None
+    # With result_files: nothing on the driver looks at every result, so workers send
+    # only the last of each batch (with the others' statistics).
+    last_result_only: bool = False

@@ -16,6 +16,7 @@ from fasttune._internal.trainable_resolution import (
     pickle_trainable,
 )
 from fasttune._internal.trial_factory import TrialFactory
+from fasttune._support.noop_hooks import is_noop_hook
 from fasttune.config import RunConfig
 from fasttune.executors import flow_control
 from fasttune.storage.experiment_lease import check_lease
@@ -343,6 +344,14 @@ def build_run_spec(
     if progress is not None:
         callbacks.append(progress)
 
+    callback_list = CallbackList(callbacks)
+    # Nothing on the driver looks at every result: workers send each batch's last one.
+    last_result_only = (
+        result_files is not None
+        and is_noop_hook(search_alg, "on_trial_result")
+        and not callback_list.listeners("on_trial_result")
+    )
+
     factory = TrialFactory(
         trainable_name,
         experiment_path,
@@ -368,7 +377,7 @@ def build_run_spec(
         executor=executor,
         resource_manager=resource_manager,
         trial_factory=factory,
-        callbacks=CallbackList(callbacks),
+        callbacks=callback_list,
         stopper=stopper,
         metric=metric,
         mode=mode,
@@ -380,13 +389,14 @@ def build_run_spec(
         time_budget_s=tune_config.time_budget_s,
         log_to_file=_log_files(run_config.log_to_file),
         chdir=_chdir_enabled(),
-        flow=flow_control.for_scheduler(scheduler),
+        flow=flow_control.UNDECIDED if result_files else flow_control.for_scheduler(scheduler),
         max_pending_trials=_max_pending_trials(search_alg, resource_manager),
         experiment_id=uuid.uuid4().hex,
         meta={"name": name, "trainable_name": trainable_name, "metric": metric, "mode": mode},
         snapshot_period_s=_snapshot_period_s(),
         storage=storage,
         result_files=result_files,
+        last_result_only=last_result_only,
     )
 
 
@@ -399,8 +409,6 @@ def _results_written_as_reported(
     ran past it): no stopper, no callable criterion, a scheduler that ignores
     intermediate results. ``FASTTUNE_DRIVER_WRITES_RESULTS=1`` keeps them on the driver.
     """
-    from fasttune._support.noop_hooks import is_noop_hook
-
     if os.environ.get("FASTTUNE_DRIVER_WRITES_RESULTS", "0") == "1":
         return False
     return (

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fasttune.executors.flow_control import BUFFER_TIME_S, LOOKAHEAD_S, MAX_BUFFER_LENGTH
+from fasttune.logger.trial_result_files import TrialFilesSpec
 from fasttune.storage.mirror import StorageMirror
 
 
@@ -77,6 +78,11 @@ class TrialLaunch:
         storage: For an experiment in remote storage, the staging directory's mirror:
             the worker uploads each checkpoint it makes before reporting it, and
             downloads ``restore_path`` when this machine has no copy. None: local.
+        result_files: The result files the worker writes itself (see
+            ``logger/trial_result_files.py``), or None: the driver's loggers write them.
+        last_result_only: With ``result_files``: send only the last result of each
+            batch, with the statistics of the others (their lines are in the files),
+            because nothing on the driver looks at every result.
     """
 
     trial_id: str
@@ -95,6 +101,8 @@ class TrialLaunch:
     checkpoint_frequency: int = 0
     stop_criteria: dict[str, Any] = field(default_factory=dict)
     storage: StorageMirror | None = None
+    result_files: TrialFilesSpec | None = None
+    last_result_only: bool = False
 
 
 # ---------------------------------------------------------------------- events
@@ -112,9 +120,18 @@ class TrialStarted(Event):
 
 @dataclass(frozen=True)
 class TrialResults(Event):
-    """Results of consecutive iterations, in order (never empty)."""
+    """Results of consecutive iterations, in order (never empty).
+
+    Attributes:
+        results: The results.
+        unseen: How many results came before ``results`` that are not sent (with
+            ``TrialLaunch.last_result_only``): they are in the trial's files.
+        unseen_stats: Their statistics (``experiment.metric_stats.stats_of``).
+    """
 
     results: list[dict[str, Any]] = field(default_factory=list)
+    unseen: int = 0
+    unseen_stats: dict[str, list[Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +199,11 @@ class ResourceAccounting(Protocol):
 
 class Executor(abc.ABC):
     """Runs trials; see the module docstring for the flow-control contract."""
+
+    #: Whether its workers can write their trials' result files into the trial
+    #: directory the driver names (``TrialLaunch.result_files``): true where they
+    #: share the driver's disk.
+    writes_result_files: bool = False
 
     @abc.abstractmethod
     def start_trial(self, launch: TrialLaunch) -> None:

@@ -36,10 +36,18 @@ Who gets which credit (:func:`for_scheduler`)
     (``RunConfig(stop={...})``), ``done`` and checkpoint frequencies are applied by
     the worker itself, so they are exact in every case; a callable or ``Stopper``
     stop decides on the driver, within the lookahead bound.
+
+When nothing on the driver decides per result (:data:`UNDECIDED`)
+    With no stopper and a scheduler that ignores intermediate results, the workers
+    write the result files themselves (``logger/trial_result_files.py``) and no
+    decision can come on a result: a trial has no lookahead bound and a credit of
+    two full batches, so it never waits for the driver's answer; commands (a stop of
+    the whole run, a pause) still reach it after its current iteration.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +84,9 @@ class FlowControl:
 
 EXACT = FlowControl(credit=1)
 """Each trial waits for the decision on every result."""
+
+UNDECIDED = FlowControl(credit=2 * MAX_BUFFER_LENGTH, lookahead_s=math.inf)
+"""No decision comes on a result: trials never wait for an answer (see the module doc)."""
 
 
 def for_scheduler(scheduler: Any) -> FlowControl:

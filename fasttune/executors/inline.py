@@ -79,6 +79,7 @@ class InlineExecutor(Executor):
 
     # Trials share the driver's memory (a memory:// storage is visible to them).
     runs_in_driver_process = True
+    writes_result_files = True
 
     def __init__(self) -> None:
         self._classes: dict[str, type] = {}

@@ -68,6 +68,8 @@ class LocalExecutor(Executor):
         >>> executor.shutdown()
     """
 
+    writes_result_files = True  # the workers share this machine's disk
+
     def __init__(
         self,
         max_workers: int | None = None,

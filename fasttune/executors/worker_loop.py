@@ -35,9 +35,12 @@ from fasttune.executors.base import (
     TrialStopped,
 )
 from fasttune.executors.flow_control import may_run, next_iteration_estimate, should_send
+from fasttune.experiment.metric_stats import stats_of
 from fasttune.logger.noop import NoopLogger
+from fasttune.logger.trial_result_files import TrialResultFiles
 from fasttune.storage.filesystem import ensure_dir
 from fasttune.storage.mirror import StorageMirror
+from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ def warn_reset_once(log: logging.Logger, warned: set[str], key: str) -> None:
         warned.add(key)
         log.warning(RESET_WARNING, key)
 
+
+_RUNNER_KEYS = frozenset((TRIAL_INFO, STDOUT_FILE, STDERR_FILE))
 
 # Exceptions of user code that become TrialFailed (KeyboardInterrupt is left alone
 # so that Ctrl-C still works with the inline executor).
@@ -120,6 +125,7 @@ class WorkerLoop:
         self._finished = False  # the hosted trial reported done: wait for commands
         self._saved: tuple[str, int] | None = None  # (trial id, iteration) last saved
         self._uploaded: str | None = None  # the checkpoint last uploaded to storage
+        self._files: TrialResultFiles | None = None  # the hosted trial's result files
         self.retired = False  # the last trial ended and nothing is kept for reuse
         self.exit_requested = False
 
@@ -182,7 +188,10 @@ class WorkerLoop:
     def close(self) -> None:
         """Stop the live Trainable, if any (best effort)."""
         self._launch = None
-        self._discard_trainable()
+        try:
+            self._close_files()
+        finally:
+            self._discard_trainable()
 
     # ------------------------------------------------------------------ training
     def train_batch(self) -> None:
@@ -223,6 +232,7 @@ class WorkerLoop:
                     self._finished = True
                     break
                 if criteria and _meets_criteria(result, criteria):
+                    result[R.DONE] = True  # as the controller marks it
                     self._finished = True  # the controller stops it; never run past this
                     break
                 if result.get(R.SHOULD_CHECKPOINT) or (
@@ -250,9 +260,28 @@ class WorkerLoop:
                     break
         except _TRIAL_ERRORS as exc:
             failure = exc
+        event = None
+        if buffer and self._files is not None:
+            try:  # in the files before the driver hears of them
+                flats = self._files.write(buffer)
+            except OSError as exc:
+                self._fail(exc, "write")
+                return
+            if flats is not None and launch.last_result_only:
+                # The driver gets the last result (and a closing duplicate after it);
+                # the others are in the files, and it gets their statistics.
+                shown = 2 if buffer[-1].get(R.RESULT_DUPLICATE) else 1
+                unseen = len(buffer) - shown
+                if unseen > 0:
+                    event = TrialResults(
+                        launch.trial_id,
+                        buffer[unseen:],
+                        unseen=unseen,
+                        unseen_stats=stats_of(flats[:unseen]),
+                    )
         if buffer:  # results before a failure still count
             try:
-                self._transport.send(TrialResults(launch.trial_id, buffer))
+                self._transport.send(event or TrialResults(launch.trial_id, buffer))
             except TransportClosed:
                 raise
             except _TRIAL_ERRORS as exc:  # e.g. a result that cannot be pickled
@@ -296,6 +325,11 @@ class WorkerLoop:
                     _fetch_checkpoint(launch.storage, launch.restore_path)
                     self._uploaded = launch.restore_path  # in storage already
                 self._trainable.restore(launch.restore_path)
+            if launch.result_files is not None:
+                during = "write"
+                self._files = TrialResultFiles(
+                    launch.trial_dir, launch.result_files, _user_config(launch.config)
+                )
         except _TRIAL_ERRORS as exc:
             self._fail(exc, during)
             return
@@ -329,6 +363,11 @@ class WorkerLoop:
         if launch is None:
             return
         self._credit = 0
+        try:
+            self._close_files()
+        except OSError as exc:
+            self._fail(exc, "write")
+            return
         if not launch.reuse:
             trainable, self._trainable, self._key = self._trainable, None, None
             try:
@@ -371,8 +410,17 @@ class WorkerLoop:
             self._classes[launch.trainable_key] = cls
         return cls
 
+    def _close_files(self) -> None:
+        files, self._files = self._files, None
+        if files is not None:
+            files.close()
+
     def _fail(self, exc: BaseException, during: str) -> None:
         trial_id = self._launch.trial_id if self._launch is not None else ""
+        try:
+            self._close_files()
+        except OSError:
+            logger.warning("Closing the result files of %s failed", trial_id, exc_info=True)
         event = TrialFailed(
             trial_id,
             error="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
@@ -405,6 +453,11 @@ def _logger_creator(trial_dir: str) -> Callable[[dict[str, Any]], NoopLogger]:
         return NoopLogger(config, trial_dir)
 
     return create
+
+
+def _user_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The trial's config as the user sees it (the runner's keys taken out)."""
+    return {k: v for k, v in config.items() if k not in _RUNNER_KEYS}
 
 
 def _fetch_checkpoint(storage: StorageMirror, checkpoint_dir: str) -> None:

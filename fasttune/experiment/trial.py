@@ -14,47 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from fasttune import result as R
+from fasttune.experiment.metric_stats import NO_STATS as _NO_STATS
+from fasttune.experiment.metric_stats import NOT_NUMBERS as _NOT_NUMBERS
+from fasttune.experiment.metric_stats import STATS_WINDOW as _STATS_WINDOW
+from fasttune.experiment.metric_stats import final_stats as _final_stats
+from fasttune.experiment.metric_stats import merge_stats
+from fasttune.experiment.metric_stats import reopened_stats as _reopened_stats
 
 MAX_DIRNAME_LENGTH = 130
-_STATS_WINDOW = 10  # results behind "last-10-avg"
-
-_NOT_NUMBERS = frozenset((bool, str, type(None), list, tuple, dict))
-
-# Bookkeeping keys that get no statistics (they are never metrics to rank by).
-_NO_STATS = frozenset(
-    (
-        R.TIMESTAMP, R.PID, R.TIME_THIS_ITER_S, R.TIME_SINCE_RESTORE, R.WARMUP_TIME,
-        R.ITERATIONS_SINCE_RESTORE, R.TIMESTEPS_SINCE_RESTORE, R.DONE,
-    )
-)  # fmt: skip
-
-
 _ANALYSIS_KEYS = ("max", "min", "avg", "last", "last-5-avg", "last-10-avg")
 # Result values that repeat across trials: interned when a trial finishes.
 _INTERNED_KEYS = (R.HOSTNAME, R.NODE_IP, R.EXPERIMENT_ID, R.DATE, R.TRIAL_ID)
-
-
-def _final_stats(entry: list[Any]) -> tuple[Any, ...]:
-    """A running statistics entry as its final figures (then the sum and the count)."""
-    high, low, total, count, window = entry
-    last5 = window[-5:]
-    return (
-        high,
-        low,
-        total / count,
-        window[-1],
-        sum(last5) / len(last5),
-        sum(window) / len(window),
-        total,
-        count,
-    )
-
-
-def _reopened_stats(final: tuple[Any, ...]) -> list[Any]:
-    """Running statistics again from final figures; the averages of the last 5 and 10
-    restart from the last value."""
-    high, low, _avg, last, _last5, _last10, total, count = final
-    return [high, low, total, count, [last]]
 
 
 @dataclass(frozen=True)
@@ -287,6 +257,13 @@ class Trial:
                 window.append(value)
                 if len(window) > _STATS_WINDOW:
                     del window[0]
+
+    def add_unseen_results(self, count: int, stats: Mapping[str, list[Any]]) -> None:
+        """Count ``count`` results the driver was not sent (a worker wrote them to the
+        trial's files and sent their statistics, ``metric_stats.stats_of``), before
+        the result that followed them is recorded."""
+        self.results_count += count
+        merge_stats(self._stats, stats)
 
     @property
     def metric_analysis(self) -> dict[str, dict[str, float]]:

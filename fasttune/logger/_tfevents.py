@@ -28,6 +28,11 @@ _STEP_AND_SUMMARY = [(b"\x10" + bytes((n,)) if n else b"") + b"\x2a" for n in ra
 _SMALL_LENGTHS = [bytes((n,)) for n in range(0x80)]
 
 
+def _step_and_summary(step: int) -> bytes:
+    """The step field (``step`` > 0) and the summary's key of an ``Event``."""
+    return b"\x10" + _tb_proto.varint(step) + b"\x2a"
+
+
 def _crc32c_table() -> list[int]:
     """The byte table of CRC-32C (Castagnoli, reflected polynomial 0x82F63B78)."""
     table = []
@@ -114,15 +119,16 @@ class EventFileWriter:
     def write_summary(self, summary: bytes, step: int | None = None) -> None:
         """Wrap an encoded ``Summary`` in an ``Event`` stamped now, and write it."""
         step = 0 if step is None else int(step)
-        if 0 <= step < 0x80 and len(summary) < 0x80:
-            # The common case (one result's scalars at a small step) framed inline:
-            # the same bytes as _tb_proto.event, a third of its cost.
+        if step >= 0:
+            # The common case (one result's scalars) framed inline: the same bytes as
+            # _tb_proto.event, a third of its cost.
+            size = len(summary)
             data = b"".join(
                 (
                     _WALL_TIME_KEY,
                     _pack_double(time.time()),
-                    _STEP_AND_SUMMARY[step],
-                    _SMALL_LENGTHS[len(summary)],
+                    _STEP_AND_SUMMARY[step] if step < 0x80 else _step_and_summary(step),
+                    _SMALL_LENGTHS[size] if size < 0x80 else _tb_proto.varint(size),
                     summary,
                 )
             )

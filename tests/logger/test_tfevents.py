@@ -147,6 +147,23 @@ def test_steps(tmp_path: Any, result: dict[str, Any], step: int) -> None:
     assert read_checked_events(str(tmp_path))[1].step == step
 
 
+@pytest.mark.parametrize("step", [0, 1, 127, 128, 300, 2**40, -3])
+@pytest.mark.parametrize("scalars", [1, 5, 40])  # summaries of ~25 to ~1,000 bytes
+def test_events_framed_inline_decode_at_any_step_and_size(
+    tmp_path: Any, step: int, scalars: int
+) -> None:
+    """write_summary frames most events itself (not through _tb_proto.event): the
+    step and the summary must decode the same whatever their sizes."""
+    summary = tbx_scalars({f"ray/tune/metric_{i}": float(i) for i in range(scalars)})
+    writer = EventFileWriter(str(tmp_path))
+    writer.write_summary(summary, step)
+    writer.close()
+    event = read_checked_events(str(tmp_path))[1]
+    assert event.step == step
+    assert event.summary.SerializeToString() == summary
+    assert event.wall_time > 0
+
+
 def test_histograms_match_tensorboardx(tmp_path: Any) -> None:
     rng = np.random.default_rng(3)
     arrays = {

@@ -15,19 +15,22 @@ import fasttune as tune
 from fasttune.error import StorageFullError
 
 
-class _ResultFileOnAFullDisk(tune.Callback):
-    """Puts the first trial's result.json on the full device, once (the callback is
-    restored with the experiment, and the disk has space again by then)."""
+class _ResultFileOnAFullDisk:
+    """A trial dirname creator that puts the first trial's result.json on the full
+    device before the trial starts, once (the experiment keeps the dirname creator,
+    and the disk has space again when it is restored)."""
 
-    def __init__(self, marker: str):
+    def __init__(self, experiment: str, marker: str):
+        self.experiment = experiment
         self.marker = marker
 
-    def on_trial_start(self, iteration, trials, trial, **info):
-        if os.path.exists(self.marker):
-            return
-        open(self.marker, "w").close()
-        os.makedirs(trial.local_path, exist_ok=True)
-        os.symlink("/dev/full", os.path.join(trial.local_path, "result.json"))
+    def __call__(self, trial):
+        name = f"trial_{trial.trial_id}"
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.makedirs(os.path.join(self.experiment, name), exist_ok=True)
+            os.symlink("/dev/full", os.path.join(self.experiment, name, "result.json"))
+        return name
 
 
 def _three_reports(config):
@@ -35,14 +38,20 @@ def _three_reports(config):
         tune.report({"i": i})
 
 
-def test_a_full_disk_is_one_clear_error_and_restore_continues(tmp_path):
+# The default loggers' files are written by the workers (the default) or by the
+# driver (when a driver-side plugin decides per result): a full disk reads the same.
+@pytest.mark.parametrize("driver_writes", ["0", "1"], ids=["worker_writes", "driver_writes"])
+def test_a_full_disk_is_one_clear_error_and_restore_continues(tmp_path, monkeypatch, driver_writes):
+    monkeypatch.setenv("FASTTUNE_DRIVER_WRITES_RESULTS", driver_writes)
     tuner = tune.Tuner(
         _three_reports,
-        run_config=tune.RunConfig(
-            storage_path=str(tmp_path), name="full", verbose=0,
-            callbacks=[_ResultFileOnAFullDisk(str(tmp_path / "filled"))],
+        tune_config=tune.TuneConfig(
+            trial_dirname_creator=_ResultFileOnAFullDisk(
+                str(tmp_path / "full"), str(tmp_path / "filled")
+            )
         ),
-    )  # fmt: skip
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="full", verbose=0),
+    )
     with pytest.raises(StorageFullError) as info:
         tuner.fit()
     message = str(info.value)
