@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e ".[test]" "torch==2.13.0"
+	# HEBO pins numpy<1.25 but runs on numpy 2: without its pins (its other needs come
+	# with ax-platform); 1 MB
+	$(BIN)/python -m pip install -q --no-deps "HEBO==0.3.6" "disjoint-set>=0.7"
 	touch $(STAMP)
 
 demo: $(STAMP)

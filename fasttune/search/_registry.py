@@ -2,8 +2,8 @@
 
 ``SEARCH_ALG_IMPORT`` maps each of Ray Tune's names to a function that imports and
 returns the class, so asking for one searcher never imports the others' libraries.
-Ray's names that fasttune does not provide (``"hebo"``, ``"vizier"``) are listed too;
-their import function raises an ``ImportError`` that says so.
+Ray's name that fasttune does not provide (``"vizier"``) is listed too; its import
+function raises an ``ImportError`` that says so.
 
 Example:
     >>> SEARCH_ALG_IMPORT["random"]().__name__
@@ -47,7 +47,6 @@ def _not_provided(name: str, class_name: str) -> Callable[[], type]:
 # Ray's names for searchers fasttune does not provide.
 _NOT_PROVIDED = {
     "vizier": "VizierSearch",
-    "hebo": "HEBOSearch",
 }
 
 SEARCH_ALG_IMPORT: dict[str, Callable[[], type]] = {
@@ -61,7 +60,7 @@ SEARCH_ALG_IMPORT: dict[str, Callable[[], type]] = {
     "optuna": _importer("fasttune.search.optuna", "OptunaSearch"),
     "vizier": _not_provided("vizier", _NOT_PROVIDED["vizier"]),
     "zoopt": _importer("fasttune.search.zoopt", "ZOOptSearch"),
-    "hebo": _not_provided("hebo", _NOT_PROVIDED["hebo"]),
+    "hebo": _importer("fasttune.search.hebo", "HEBOSearch"),
 }
 """Search algorithm name -> function returning its class (imported on call)."""
 

@@ -25,10 +25,10 @@ INTEGRATIONS = {
     "bohb": ("fasttune.search.bohb", "TuneBOHB"),
     "zoopt": ("fasttune.search.zoopt", "ZOOptSearch"),
     "ax": ("fasttune.search.ax", "AxSearch"),
+    "hebo": ("fasttune.search.hebo", "HEBOSearch"),
 }
 NOT_PROVIDED = {
     "vizier": "VizierSearch",
-    "hebo": "HEBOSearch",
 }
 
 
