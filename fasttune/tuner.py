@@ -462,11 +462,13 @@ def _remove_cut_writes(path: str) -> None:
 
 
 def _holds_experiment(path: str) -> bool:
-    """Whether ``path`` holds the files of an earlier run (not just an empty directory)."""
-    from fasttune._internal.experiment_state import BASE_FILE, SNAPSHOT_FILE, TUNER_FILE
+    """Whether ``path`` holds the files of an earlier run (not just an empty directory):
+    a state file, or trial folders whose state files were lost (they restore too)."""
+    from fasttune._internal.experiment_state import STATE_FILES
+    from fasttune._internal.state_recovery import has_trial_folder
 
-    return any(
-        os.path.exists(os.path.join(path, name)) for name in (SNAPSHOT_FILE, TUNER_FILE, BASE_FILE)
+    return any(os.path.exists(os.path.join(path, name)) for name in STATE_FILES) or (
+        has_trial_folder(path)
     )
 
 
@@ -491,15 +493,17 @@ def _move_earlier_run_aside(path: str) -> str:
     while os.path.exists(target):
         n += 1
         target = f"{base}_{n}"
+    had_tuner = os.path.exists(os.path.join(path, TUNER_FILE))
     os.rename(path, target)
     os.makedirs(path)
     logger.warning(
         "%s held an earlier run of this experiment; it was moved to %s so that this new "
         "run cannot overwrite it. To continue that run instead: Tuner.restore(%r, "
-        "trainable=...).fit(); to keep runs apart, give each its own RunConfig(name=...).",
+        "trainable=...%s).fit(); to keep runs apart, give each its own RunConfig(name=...).",
         path,
         target,
         target,
+        "" if had_tuner else ", param_space=... (its tuner.pkl is missing)",
     )
     return target
 

@@ -336,3 +336,28 @@ def test_an_experiment_written_before_checksums_still_restores(copy, caplog):
     assert "damaged" not in caplog.text
     assert not open(configs, "rb").read().startswith(CONFIGS_HEADER)
     assert len(read_blobs(open(configs, "rb").read()).records) >= len(blobs)
+
+
+def test_a_new_fit_moves_trial_folders_left_without_state_aside(copy, caplog):
+    """Trial folders whose state files were lost are an earlier run still (they restore
+    with the param_space): a new fit with the same name keeps them apart."""
+    from fasttune._internal.experiment_state import STATE_FILES
+    from tests.runner._driver_script import make_tuner
+
+    for name in STATE_FILES:
+        if os.path.exists(os.path.join(copy, name)):
+            os.remove(os.path.join(copy, name))
+    earlier = sorted(n for n in os.listdir(copy) if os.path.isdir(os.path.join(copy, n)))
+    storage = os.path.dirname(copy)
+    tune.init(num_cpus=2)
+    try:
+        with caplog.at_level(logging.WARNING):
+            grid = make_tuner(storage).fit()
+    finally:
+        tune.shutdown()
+    assert len(grid) == 10 and grid.num_errors == 0
+    assert "was moved to" in caplog.text and "param_space=... (its tuner.pkl" in caplog.text
+    (aside,) = [n for n in os.listdir(storage) if n.startswith("killed_")]
+    moved = sorted(n for n in os.listdir(os.path.join(storage, aside)) if n[0] != ".")
+    assert moved == earlier
+    assert not set(earlier) & set(os.listdir(copy))
