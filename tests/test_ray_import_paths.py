@@ -86,19 +86,9 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
     ],
 }  # fmt: skip
 
-# Ray Tune paths that fasttune does not offer yet (issue 11): each must still fail to
-# import, so that whoever adds one moves it up to RAY_TUNE_PATHS.
-NOT_YET = []
-
 
 @pytest.mark.parametrize("module", sorted(RAY_TUNE_PATHS))
 def test_ray_tune_module_and_names_resolve(module: str) -> None:
     imported = importlib.import_module(module)
     missing = [name for name in RAY_TUNE_PATHS[module] if not hasattr(imported, name)]
     assert not missing, f"{module} lacks {missing}"
-
-
-@pytest.mark.parametrize("module", NOT_YET)
-def test_paths_not_offered_yet_are_listed_here(module: str) -> None:
-    with pytest.raises(ImportError):
-        importlib.import_module(module)
