@@ -14,7 +14,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fasttune import result as R
@@ -233,8 +233,28 @@ def read_config(fs: FileSystem, trial_path: str, *, pickles: bool = True) -> dic
     json_path = fs.join(trial_path, R.EXPR_PARAM_FILE)
     if not fs.exists(json_path):
         return {}
+    return _parse_config(fs.read_bytes(json_path), json_path)
+
+
+def read_json_configs(
+    fs: FileSystem, experiment_path: str, folders: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The ``params.json`` configs of many trial folders at once, by folder name.
+
+    Folders without one are left out. On an object store the files are fetched
+    concurrently (1,000 trials: one batch, not 2,000 requests one after another).
+
+    Raises:
+        ValueError: A ``params.json`` is not a JSON object.
+    """
+    by_path = {fs.join(experiment_path, folder, R.EXPR_PARAM_FILE): folder for folder in folders}
+    found = fs.read_many(list(by_path))
+    return {by_path[path]: _parse_config(data, path) for path, data in found.items()}
+
+
+def _parse_config(data: bytes, json_path: str) -> dict[str, Any]:
     try:
-        config = json.loads(fs.read_text(json_path))
+        config = json.loads(data.decode("utf-8"))
     except ValueError as e:
         raise ValueError(f"{json_path}: not valid JSON ({e}).") from e
     if not isinstance(config, dict):

@@ -98,8 +98,16 @@ class ExperimentAnalysis:
         fs = self._fs
         read_config = None
         if not self._unpickle_configs:
+            # Every trial folder's params.json in one batch (concurrent on object stores)
+            try:
+                listed = set(fs.listdir(path))
+            except (FileNotFoundError, NotADirectoryError):
+                listed = set()
+            configs = files.read_json_configs(fs, path, sorted(listed))
 
             def read_config(folder: str) -> dict[str, Any]:
+                if folder in listed:  # (a folder not made yet has no config file)
+                    return configs.get(folder, {})
                 return files.read_config(fs, fs.join(path, folder), pickles=False)
 
         try:

@@ -234,6 +234,23 @@ def test_read_missing_raises(backend):
         fs.read_bytes(fs.join(root, "missing"))
 
 
+@pytest.mark.parametrize("kind", ["local", "memory", "s3"])
+def test_read_many_returns_the_files_that_exist(kind, request, tmp_path, memory_url):
+    """One batch (concurrent on object stores), keyed by the paths asked for."""
+    if kind == "s3":
+        url = f"s3://{request.getfixturevalue('s3_bucket')}/many"
+    else:
+        url = str(tmp_path / "many") if kind == "local" else memory_url
+    fs, root = get_fs_and_path(url)
+    fs.makedirs(root)
+    wanted = {fs.join(root, f"t{i}", "params.json"): f'{{"i": {i}}}'.encode() for i in range(40)}
+    for path, data in wanted.items():
+        fs.write_bytes_atomic(path, data)
+    missing = [fs.join(root, "t99", "params.json"), fs.join(root, "t0", "nope.json")]
+    assert fs.read_many([*wanted, *missing]) == wanted
+    assert fs.read_many([]) == {}
+
+
 def test_delete_file_tree_and_missing(backend):
     fs, root = backend
     fs.write_text_atomic(fs.join(root, "keep"), "k")
