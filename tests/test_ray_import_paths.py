@@ -66,6 +66,8 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
     "fasttune.registry": ["register_trainable", "register_env"],
     "fasttune.error": ["TuneError"],
     "fasttune.trainable": ["Trainable", "FunctionTrainable"],
+    "fasttune.track": ["TrackSession"],  # the legacy tune.track API
+    "fasttune.track.session": ["TrackSession"],
     # ray.tune.integration.*
     "fasttune.integration.xgboost": ["TuneReportCallback", "TuneReportCheckpointCallback"],
     "fasttune.integration.lightgbm": ["TuneReportCallback", "TuneReportCheckpointCallback"],
