@@ -32,11 +32,14 @@ def next_checkpoint_index(trial: Trial) -> int:
             if match:
                 indices.append(int(match.group(1)))
     trial_dir = trial.local_path
-    if trial_dir and os.path.isdir(trial_dir):
-        for name in os.listdir(trial_dir):
-            match = _CHECKPOINT_DIR.match(name)
-            if match:
-                indices.append(int(match.group(1)))
+    try:
+        names = os.listdir(trial_dir) if trial_dir else []
+    except (FileNotFoundError, NotADirectoryError):
+        names = []  # a new trial: its worker makes the directory
+    for name in names:
+        match = _CHECKPOINT_DIR.match(name)
+        if match:
+            indices.append(int(match.group(1)))
     return max(indices) + 1
 
 
@@ -79,7 +82,8 @@ def make_launch(
     spec: RunSpec, trial: Trial, allocation: Allocation, restore_path: str | None
 ) -> TrialLaunch:
     trial_dir = trial.init_local_path()
-    ensure_dir(trial_dir)
+    if spec.result_files is None:  # else the worker makes it, and writes the files
+        ensure_dir(trial_dir)
     config: dict[str, Any] = dict(trial.config)
     config[TRIAL_INFO] = TrialInfo(
         trial_id=trial.trial_id,

@@ -216,10 +216,19 @@ class FIFOScheduler(TrialScheduler):
         """The first PENDING trial that fits the free resources, else the first PAUSED one."""
         # Only the waiting trials: scanning every trial made each start O(all trials).
         trials = tune_controller.get_waiting_trials()
+        # Trials mostly share one request: once it does not fit, the others with it
+        # are not asked again (a full machine made each step ask every waiting trial).
+        refused: list[Any] = []
         for status in (TrialStatus.PENDING, TrialStatus.PAUSED):
             for trial in trials:
-                if trial.status == status and tune_controller.has_resources_for_trial(trial):
+                if trial.status != status:
+                    continue
+                request = trial.placement_group_factory
+                if any(request is r or request == r for r in refused):
+                    continue
+                if tune_controller.has_resources_for_trial(trial):
                     return trial
+                refused.append(request)
         return None
 
     def debug_string(self) -> str:

@@ -95,12 +95,31 @@ def test_fifo_prefers_pending_in_order_then_paused():
 
 
 def test_fifo_skips_trials_without_resources():
+    from fasttune.execution.placement_groups import PlacementGroupFactory
+
     big, small = make_trial("big"), make_trial("small")
+    big.placement_group_factory = PlacementGroupFactory([{"CPU": 8}])
     paused = make_trial("paused", TrialStatus.PAUSED)
     scheduler = FIFOScheduler()
     assert scheduler.choose_trial_to_run(ListView([big, small], {"big"})) is small
     assert scheduler.choose_trial_to_run(ListView([big, paused], {"big"})) is paused
     assert scheduler.choose_trial_to_run(ListView([big], {"big"})) is None
+
+
+def test_fifo_asks_once_per_request_that_does_not_fit():
+    """On a full machine each step asks for a trial to start: one question per distinct
+    request, not one per waiting trial."""
+
+    class CountingView(ListView):
+        asked = 0
+
+        def has_resources_for_trial(self, trial):
+            self.asked += 1
+            return False
+
+    view = CountingView([make_trial(f"t{i}") for i in range(50)])
+    assert FIFOScheduler().choose_trial_to_run(view) is None
+    assert view.asked == 1
 
 
 def test_fifo_always_continues_and_requests_nothing():
