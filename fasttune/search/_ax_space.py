@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fasttune._support.imports import import_optional
-from fasttune.search._flat_space import FlatSpace, Param, category_index, flatten_space
+from fasttune.search._flat_space import (
+    FlatSpace,
+    Param,
+    category_index,
+    check_plain_choice,
+    flatten_space,
+)
 from fasttune.search._samplers import Normal
 
 _NAME = "AxSearch"
@@ -83,6 +89,7 @@ def to_parameters(spec: Any) -> tuple[list[AxParameter], FlatSpace]:
 def _parameter(param: Param) -> AxParameter:
     name = param.name
     if param.kind == "choice":
+        check_plain_choice(param, _NAME)
         categories = list(param.domain.categories)  # type: ignore[attr-defined]
         direct = _direct_values(categories)
         values = categories if direct else list(range(len(categories)))

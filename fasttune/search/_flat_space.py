@@ -313,3 +313,18 @@ def _equal(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:  # e.g. arrays: ambiguous truth value
         return False
+
+
+def check_plain_choice(param: Param, searcher: str) -> None:
+    """Refuse a ``choice`` whose categories hold search domains (a conditional space).
+
+    Raises:
+        ValueError: Naming the key and saying what to do.
+    """
+    categories = list(param.domain.categories)  # type: ignore[attr-defined]
+    if contains_unresolved(categories):
+        raise ValueError(
+            f"{searcher}: `{param.name}` is a choice of categories holding search domains "
+            f"(a conditional space), which {searcher} cannot search. Flatten it into "
+            "separate domains, or use HyperOptSearch, OptunaSearch (define-by-run) or TuneBOHB."
+        )

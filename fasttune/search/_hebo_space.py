@@ -21,7 +21,13 @@ from typing import Any
 
 from fasttune._support.imports import import_optional
 from fasttune.search._checks import plain
-from fasttune.search._flat_space import FlatSpace, Param, category_index, flatten_space
+from fasttune.search._flat_space import (
+    FlatSpace,
+    Param,
+    category_index,
+    check_plain_choice,
+    flatten_space,
+)
 from fasttune.search._samplers import Normal
 
 _NAME = "HEBOSearch"
@@ -85,6 +91,7 @@ def to_parameters(spec: Any) -> tuple[list[HeboParameter], FlatSpace]:
 def _parameter(param: Param) -> HeboParameter:
     name = param.name
     if param.kind == "choice":
+        check_plain_choice(param, _NAME)
         count = len(param.domain.categories)  # type: ignore[attr-defined]
         return HeboParameter(param, {"name": name, "type": "cat", "categories": list(range(count))})
     if isinstance(param.sampler, Normal):

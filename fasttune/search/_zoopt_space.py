@@ -26,7 +26,13 @@ from typing import Any
 
 from fasttune._support.imports import import_optional
 from fasttune.search._checks import plain
-from fasttune.search._flat_space import FlatSpace, Param, category_index, flatten_space
+from fasttune.search._flat_space import (
+    FlatSpace,
+    Param,
+    category_index,
+    check_plain_choice,
+    flatten_space,
+)
 from fasttune.search._samplers import Normal
 from fasttune.search._spec_view import contains_unresolved
 
@@ -133,6 +139,7 @@ def from_param(param: Param) -> Coordinate:
         ValueError: For ``randn`` domains (unbounded), naming the key.
     """
     if param.kind == "choice":
+        check_plain_choice(param, _NAME)
         count = len(param.domain.categories)  # type: ignore[attr-defined]
         return Coordinate(param.name, param.path, (GRID, list(range(count))), param)
     if isinstance(param.sampler, Normal):

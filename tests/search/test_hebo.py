@@ -132,6 +132,11 @@ def test_values_stay_in_their_domains_and_choices_come_back_as_the_objects():
     ("space", "error", "match"),
     [
         ({"x": tune.randn(0, 1)}, ValueError, r"`x` is a normal \(randn\) domain"),
+        (
+            {"m": tune.choice([{"a": tune.uniform(0, 1)}, {"b": 1}])},
+            ValueError,
+            r"`m` is a choice of categories holding search domains \(a conditional space\)",
+        ),
         ({"x": tune.sample_from(lambda _: 1)}, ValueError, r"`x` is a sample_from"),
         ({"x": [tune.uniform(0, 1)]}, ValueError, r"`x` is a list holding search domains"),
         ({"x": 1}, TypeError, r"got constants only"),

@@ -204,6 +204,10 @@ def test_native_dim_dict_with_nested_names_and_points():
     ("space", "match"),
     [
         ({"x": tune.randn(0, 1)}, r"`x` is a normal \(randn\) domain"),
+        (
+            {"m": tune.choice([{"a": tune.uniform(0, 1)}, {"b": 1}])},
+            r"`m` is a choice of categories holding search domains \(a conditional space\)",
+        ),
         ({"x": tune.sample_from(lambda _: 1)}, r"`x` is a sample_from"),
         ({"x": [tune.uniform(0, 1)]}, r"`x` is a list holding search domains"),
         ({"x": tune.uniform(0, 1), "k": 3}, r"`dim_dict` entry 'k' is 3, neither a search"),
