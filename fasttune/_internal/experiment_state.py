@@ -36,7 +36,6 @@ length-framed, ends the reading) and said, naming the file and what was read.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -51,7 +50,9 @@ from fasttune._internal.state_framing import (
     frame_blob,
     frame_line,
     read_blobs,
+    read_document,
     read_lines,
+    seal_document,
 )
 from fasttune._internal.state_recovery import pending_records, records_from_folders
 from fasttune._support.encoding import encode_result_line
@@ -289,7 +290,7 @@ class ExperimentStateStore:
             "meta": meta,
             "trials": [self._state(t) for t in self._live.values()],
         }
-        atomic_write_bytes(self._file(SNAPSHOT_FILE), encode_record(document))
+        atomic_write_bytes(self._file(SNAPSHOT_FILE), seal_document(encode_record(document)))
         if self._journal is not None:
             self._journal.truncate(0)
 
@@ -358,10 +359,8 @@ class ExperimentStateStore:
         try:
             if not os.path.exists(snapshot_path):
                 raise ValueError("it is missing")
-            with open(snapshot_path, encoding="utf-8") as f:
-                document = json.load(f)
-            if not isinstance(document, dict):
-                raise ValueError(f"a {type(document).__name__}, not an object")
+            with open(snapshot_path, "rb") as f:
+                document = read_document(f.read(), sealed_since=3)
         except ValueError as e:  # JSONDecodeError, UnicodeDecodeError: damaged
             if present & {SNAPSHOT_FILE, JOURNAL_FILE, BASE_FILE}:
                 logger.warning(

@@ -7,6 +7,11 @@ whole trial state, so the intact lines after it are valid on their own. A last l
 without its newline is a write the crash cut. Lines written before checksums (plain
 ``{...}\\n``) are still read, checked by JSON parsing alone.
 
+The snapshot (one JSON object) ends with its own checksum, ``, "crc32": "<8 hex>"}``,
+taken over the object as it was before that key was added: JSON readers see one key
+more, and a changed byte anywhere is found. A snapshot written before checksums has
+no such ending and is checked by parsing alone.
+
 Length-framed logs (the configs log): a header, then ``<length: 8 bytes LE>
 <crc32: 4 bytes LE><payload>`` per record. A record that fails its checksum ends the
 reading there (its length cannot be trusted to find the next one). Files written
@@ -107,6 +112,41 @@ def _checked(raw: bytes) -> bytes | None:
     payload = raw[9:]
     # Compared as written (lowercase hex): a flipped letter case is damage too.
     return payload if b"%08x" % zlib.crc32(payload) == raw[:8] else None
+
+
+_SEAL = re.compile(rb', "crc32": "([0-9a-f]{8})"\}\n\Z')
+
+
+def seal_document(document: bytes) -> bytes:
+    """``document`` (a JSON object and a newline) with its checksum as its last key."""
+    if not document.endswith(b"}\n") or document.startswith(b"{}"):
+        raise ValueError("seal_document takes a non-empty JSON object ending with a newline")
+    return document[:-2] + b', "crc32": "%08x"}\n' % zlib.crc32(document)
+
+
+def read_document(data: bytes, *, sealed_since: int) -> dict[str, Any]:
+    """The JSON object of a (sealed) document.
+
+    Args:
+        data: The file's bytes.
+        sealed_since: The format ``version`` from which documents carry a seal: one
+            of that version or later without a (recognisable) seal is damaged.
+
+    Raises:
+        ValueError: It is damaged: a failed checksum, a missing seal, not JSON, not
+            an object (UnicodeDecodeError and JSONDecodeError are ValueErrors).
+    """
+    match = _SEAL.search(data)
+    body = data if match is None else data[: match.start()] + b"}\n"
+    if match is not None and b"%08x" % zlib.crc32(body) != match.group(1):
+        raise ValueError("its checksum does not match: a byte in it changed")
+    document = json.loads(body)
+    if not isinstance(document, dict):
+        raise ValueError(f"a {type(document).__name__}, not an object")
+    version = document.get("version")
+    if match is None and isinstance(version, int) and version >= sealed_since:
+        raise ValueError("its checksum is missing or damaged")
+    return document
 
 
 def frame_blob(blob: bytes) -> bytes:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import pickle
 
+import pytest
+
 from fasttune._internal.state_framing import (
     CONFIGS_HEADER,
     frame_blob,
     frame_line,
     read_blobs,
+    read_document,
     read_lines,
+    seal_document,
 )
 
 
@@ -104,3 +108,20 @@ def test_a_config_record_cut_at_every_byte_keeps_the_ones_before():
         assert len(read.records) == 2, cut
     for cut in range(1, len(CONFIGS_HEADER)):  # a crash at the very first write
         assert read_blobs(CONFIGS_HEADER[:cut]).records == []
+
+
+def test_a_sealed_snapshot_is_still_json_and_any_changed_byte_is_found():
+    trials = [{"trial_id": "a", "x": 12345}]
+    document = (json.dumps({"version": 3, "trials": trials}) + "\n").encode()
+    sealed = seal_document(document)
+    assert json.loads(sealed)["trials"] == trials  # JSON readers see one key more
+    assert read_document(sealed, sealed_since=3)["trials"] == trials
+    for offset in range(len(sealed) - 1):
+        damaged = bytearray(sealed)
+        damaged[offset] ^= 0x01
+        with pytest.raises(ValueError):
+            read_document(bytes(damaged), sealed_since=3)
+    old = (json.dumps({"version": 2, "trials": trials}) + "\n").encode()
+    assert read_document(old, sealed_since=3)["trials"] == trials  # before checksums
+    with pytest.raises(ValueError, match="missing"):
+        read_document(document, sealed_since=3)

@@ -58,13 +58,17 @@ def test_undamaged_reference(copy):
 
 @pytest.mark.parametrize(
     "damage",
-    ["delete", "truncate", "empty", "garbage"],
+    ["delete", "truncate", "empty", "garbage", "flip"],
 )
 def test_a_lost_or_damaged_snapshot_is_rebuilt(copy, damage, caplog):
     path = os.path.join(copy, "experiment_state.json")
     data = open(path, "rb").read()
     if damage == "delete":
         os.remove(path)
+    elif damage == "flip":  # a byte changed in the middle: still JSON, maybe
+        flipped = bytearray(data)
+        flipped[len(data) // 2] ^= 0x01
+        open(path, "wb").write(bytes(flipped))
     else:
         new = {"truncate": data[: len(data) // 2], "empty": b"", "garbage": os.urandom(200)}
         open(path, "wb").write(new[damage])
