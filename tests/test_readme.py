@@ -19,3 +19,14 @@ def test_quickstart_runs(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "'lr':" in out.stdout.strip().splitlines()[-1]
+
+
+def test_images_exist():
+    """Every image the README shows is in the repository and is a PNG (the dashboard's
+    screenshot is the browser test's ``test-artifacts/dashboard/experiment.png``)."""
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", readme)
+    assert "docs/images/dashboard.png" in images
+    for image in images:
+        with open(os.path.join(ROOT, image), "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n", image
