@@ -376,6 +376,11 @@ class BayesOptSearch(Searcher):
             "registered": set(self._registered),
             "completions": self._completions,
             "stalled_at": self._stalled_at,
+            # so that a freshly built searcher restored from this can suggest (as Ray's)
+            "params": self._params,
+            "own_space": self._own_space,
+            "metric": self._metric,
+            "mode": self._mode,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -390,6 +395,10 @@ class BayesOptSearch(Searcher):
         self._registered = set(state["registered"])
         self._completions = state["completions"]
         self._stalled_at = state["stalled_at"]
+        if "params" in state:  # states saved before the space was part of them lack it
+            self._params = state["params"]
+            self._own_space = state["own_space"]
+            self._metric, self._mode = state["metric"], state["mode"]
 
 
 def _config_hash(values: dict[str, float], precision: int) -> str:

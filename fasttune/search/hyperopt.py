@@ -286,6 +286,11 @@ class HyperOptSearch(Searcher):
             "live": dict(self._live),
             "next_point": self._next_point,
             "num_points": self._num_points,
+            # so that a freshly built searcher restored from this can suggest (as Ray's)
+            "space": self._space,
+            "own_space": self._own_space,
+            "metric": self._metric,
+            "mode": self._mode,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -295,6 +300,10 @@ class HyperOptSearch(Searcher):
         self._live = dict(state.get("live", {}))
         self._num_points = state.get("num_points", self._num_points)
         self._next_point = state.get("next_point", self._num_points)
+        if "space" in state:  # states saved before the space was part of them lack it
+            self._space, self._own_space = state["space"], state["own_space"]
+            self._metric, self._mode = state["metric"], state["mode"]
+            self._domain = None  # rebuilt from the space on first use
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -338,3 +338,17 @@ def test_sigkilled_driver_resumes_without_repeated_or_lost_suggestions(tmp_path)
     for result in grid:
         target = learned[(result.config["x"], result.config["y"])]
         assert math.isclose(target, -result.metrics["loss"])
+
+
+def test_a_fresh_searcher_restores_space_metric_and_mode(tmp_path):
+    original = BayesOptSearch(metric="acc", mode="max", random_state=3)
+    space = {"x": tune.uniform(0, 1), "n": {"y": tune.uniform(2, 3)}}
+    original.set_search_properties(None, None, space)
+    config = original.suggest("a")
+    original.on_trial_complete("a", {"acc": config["x"]})
+    path = str(tmp_path / "searcher.pkl")
+    original.save(path)
+    restored = BayesOptSearch()  # as Ray's: nothing but the file gives space, metric and mode
+    restored.restore(path)
+    assert (restored.metric, restored.mode) == ("acc", "max")
+    assert restored.suggest("b") == original.suggest("b")

@@ -143,8 +143,10 @@ def test_uniform_and_loguniform_stay_in_bounds():
 
 def test_quantized_domains_round_to_the_step_and_reach_both_bounds():
     assert set(sample_values(tune.quniform(0, 1, 0.25))) == {0.0, 0.25, 0.5, 0.75, 1.0}
-    assert set(sample_values(tune.qrandint(0, 10, 5))) == {0, 5, 10}
-    assert set(sample_values(tune.qlograndint(2, 8, 2))) == {2, 4, 6, 8}
+    ints = sample_values(tune.qrandint(0, 10, 5))  # ints, not 5.0 nor 3.63 (Ray's test)
+    assert set(ints) == {0, 5, 10} and all(type(v) is int for v in ints)
+    logs = sample_values(tune.qlograndint(2, 8, 2))
+    assert set(logs) == {2, 4, 6, 8} and all(type(v) is int for v in logs)
     values = sample_values(tune.qrandn(10, 2, 0.5))
     assert all(v * 2 == int(v * 2) for v in values)
 

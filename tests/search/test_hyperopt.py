@@ -362,3 +362,17 @@ def test_sigkilled_driver_resumes_without_repeated_or_lost_suggestions(tmp_path)
         loss = by_config[(values["x"][0], values["y"][0])]
         assert doc["state"] == hyperopt.JOB_STATE_DONE
         assert math.isclose(doc["result"]["loss"], loss)
+
+
+def test_a_fresh_searcher_restores_space_metric_and_mode(tmp_path):
+    original = HyperOptSearch(metric="acc", mode="max", random_state_seed=3)
+    space = {"x": tune.uniform(0, 1), "n": {"y": tune.uniform(2, 3)}}
+    original.set_search_properties(None, None, space)
+    config = original.suggest("a")
+    original.on_trial_complete("a", {"acc": config["x"]})
+    path = str(tmp_path / "searcher.pkl")
+    original.save(path)
+    restored = HyperOptSearch()  # as Ray's: nothing but the file gives space, metric and mode
+    restored.restore(path)
+    assert (restored.metric, restored.mode) == ("acc", "max")
+    assert restored.suggest("b") == original.suggest("b")
