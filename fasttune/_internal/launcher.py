@@ -120,6 +120,9 @@ def make_launch(
         else None,
         result_files=_result_files(spec, trial),
         last_result_only=spec.last_result_only,
+        # No decision can come on a result, and none to save at the end: a done trial
+        # needs no stop command (see TrialLaunch.stop_when_done).
+        stop_when_done=spec.result_files is not None and not spec.checkpoint_at_end,
     )
 
 

@@ -83,6 +83,9 @@ class TrialLaunch:
         last_result_only: With ``result_files``: send only the last result of each
             batch, with the statistics of the others (their lines are in the files),
             because nothing on the driver looks at every result.
+        stop_when_done: The trial stops by itself after its done result (as if told
+            to, ``TrialStopped`` right after the results), because the driver's only
+            answer would be a stop with nothing to save: one round trip less per trial.
     """
 
     trial_id: str
@@ -103,6 +106,7 @@ class TrialLaunch:
     storage: StorageMirror | None = None
     result_files: TrialFilesSpec | None = None
     last_result_only: bool = False
+    stop_when_done: bool = False
 
 
 # ---------------------------------------------------------------------- events

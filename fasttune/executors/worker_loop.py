@@ -290,6 +290,8 @@ class WorkerLoop:
             self._fail(failure, "train")
         elif save_now:
             self._save()
+        elif self._finished and launch.stop_when_done:
+            self._stop()
 
     # ------------------------------------------------------------------ commands
     def _start(self, launch: TrialLaunch) -> None:
