@@ -101,3 +101,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _commands.EXPECTED_ERRORS as e:
         print(f"fasttune {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except Exception as e:
+        if not _from_storage_client(e):
+            raise
+        print(
+            f"fasttune {args.command}: error: cannot read {args.path!r}: "
+            f"{type(e).__name__}: {e} (check the credentials and endpoint of that storage)",
+            file=sys.stderr,
+        )
+        return 2
+
+
+_STORAGE_CLIENTS = ("botocore", "aiobotocore", "s3fs", "gcsfs", "google", "adlfs", "azure")
+
+
+def _from_storage_client(error: BaseException) -> bool:
+    """Whether ``error`` was raised by a cloud storage client (no credentials, ...)."""
+    return type(error).__module__.split(".")[0] in _STORAGE_CLIENTS

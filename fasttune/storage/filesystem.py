@@ -364,8 +364,16 @@ def get_fs_and_path(path: str | os.PathLike[str]) -> tuple[FileSystem, str]:
     from fasttune._support.imports import import_optional
 
     fsspec = import_optional("fsspec", extra="fsspec")
-    fs, inner = fsspec.core.url_to_fs(path)
+    try:
+        fs, inner = fsspec.core.url_to_fs(path)
+    except ImportError as e:  # fsspec names the package its protocol needs
+        extra = _PROTOCOL_EXTRAS.get(path.partition("://")[0].lower())
+        hint = f'pip install "fasttune[{extra}]"' if extra else "install it"
+        raise ImportError(f"{path!r}: {e} ({hint}).") from None
     return FsspecFileSystem(fs), inner
+
+
+_PROTOCOL_EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs"}
 
 
 def local_filesystem() -> LocalFileSystem:

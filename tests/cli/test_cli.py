@@ -253,3 +253,34 @@ def test_commands_read_an_experiment_in_memory_storage(monkeypatch, capsys):
     assert [r["config/x"] for r in table_rows(out)] == ["0.9"]
     figure = vis.plot_learning_curves(f"{root}/mem")
     assert sorted(len(t.y) for t in figure.data) == [2, 5]
+
+
+def test_storage_urls_that_cannot_be_read_are_clear_errors(tmp_path):
+    """A protocol whose package is missing names the extra; a store that refuses
+    (no credentials) is one line, not a traceback."""
+    missing = (
+        "import sys; sys.modules['gcsfs'] = None\n"  # as if gcsfs were not installed
+        "from fasttune.cli import main\n"
+        "sys.exit(main(['ls', 'gs://bucket/exp']))"
+    )
+    done = subprocess.run([sys.executable, "-c", missing], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert 'pip install "fasttune[gcs]"' in done.stderr and "Traceback" not in done.stderr
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        HOME=str(tmp_path),
+        AWS_EC2_METADATA_DISABLED="true",  # no instance metadata to ask for credentials
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "fasttune", "show", "s3://fasttune-no-such-bucket/exp"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "fasttune show: error: cannot read 's3://fasttune-no-such-bucket/exp'" in done.stderr
+    assert "NoCredentialsError" in done.stderr and "Traceback" not in done.stderr
