@@ -71,6 +71,12 @@ class Tuner:
             )
         self._trainable = trainable
         self._trainable_cls = resolve_trainable(trainable)
+        if not _runs_inline(_executor):
+            from fasttune._internal.trainable_resolution import pickle_trainable
+
+            # workers receive it pickled: a TypeError naming what it captures is raised
+            # here, where the Tuner is built, as Ray raises it
+            pickle_trainable(self._trainable_cls)
         self._param_space = param_space if param_space is not None else {}
         self._tune_config = tune_config or TuneConfig()
         self._run_config = run_config or RunConfig()
@@ -506,6 +512,13 @@ def _move_earlier_run_aside(path: str) -> str:
         "" if had_tuner else ", param_space=... (its tuner.pkl is missing)",
     )
     return target
+
+
+def _runs_inline(executor: Any) -> bool:
+    """Whether trials run in this process (nothing is pickled for them)."""
+    if executor is not None:
+        return type(executor).__name__ == "InlineExecutor"
+    return os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline"
 
 
 def _default_executor() -> Any:

@@ -113,3 +113,17 @@ def test_restored_tuner_results_use_the_restored_metric_and_mode(tmp_path: Any) 
     ).fit()
     restored = Tuner.restore(str(tmp_path / "best"), trainable=_two_reports)
     assert restored.get_results().get_best_result().config == {"x": 3}
+
+
+def test_an_unserialisable_trainable_is_refused_when_the_tuner_is_built() -> None:
+    import threading
+
+    lock = threading.Lock()
+
+    def uses_lock(config: dict[str, Any]) -> None:
+        with lock:
+            tune.report({"x": 1})
+
+    # Ray raises when the Tuner is built, not when fit() runs the trials
+    with pytest.raises(TypeError, match=r"uses_lock cannot be serialised.*captures: lock"):
+        Tuner(uses_lock)
