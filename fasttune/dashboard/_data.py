@@ -225,5 +225,16 @@ def trial_detail(view: ExperimentView, trial_id: str) -> dict[str, Any]:
             "metrics": sorted(
                 k for k, v in trial.last_result.items() if isinstance(v, (int, float))
             ),
+            "pbt": pbt_history(view, trial_id),
         }
     )
+
+
+def pbt_history(view: ExperimentView, trial_id: str) -> list[dict[str, Any]]:
+    """PBT's exploits this trial took part in (as the one that took weights, or the
+    donor), oldest first; empty without PBT's log."""
+    if not view.fs.exists(view.fs.join(view.fs_path, PBT_GLOBAL_FILE)):
+        return []
+    from fasttune.visualization import pbt_exploits
+
+    return [e for e in pbt_exploits(view) if trial_id in (e["target"], e["donor"])]

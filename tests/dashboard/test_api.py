@@ -127,6 +127,31 @@ def test_compare_experiments(client):
     assert outside.status_code == 404
 
 
+def test_trial_pbt_history_is_the_policy_log(client, project):
+    """Each PBT exploit a trial took part in, read from pbt_global.txt (whose tags start
+    with the trial's index: ``"3_lr=0.18"``)."""
+    trial_ids = sorted(histories(os.path.join(project, "pbt")))  # ..._00000 to ..._00003
+    with open(os.path.join(project, "pbt", "pbt_global.txt")) as f:
+        log = [json.loads(line) for line in f if line.strip()]
+    assert log and len(trial_ids) == 4
+
+    def trial_of(tag: str) -> str:
+        return trial_ids[int(tag.split("_")[0])]
+
+    for trial_id in trial_ids:
+        got = client.get("/api/trial", params={"exp": "pbt", "id": trial_id}).json()["pbt"]
+        expected = [
+            (trial_of(target), trial_of(donor), step, new_config)
+            for target, donor, step, _, _, new_config in log
+            if trial_id in (trial_of(target), trial_of(donor))
+        ]
+        assert [(e["target"], e["donor"], e["target_iteration"], e["new_config"]) for e in got] == (
+            expected
+        )
+    plain = client.get("/api/trials", params={"exp": "errors"}).json()["rows"][0]["trial_id"]
+    assert client.get("/api/trial", params={"exp": "errors", "id": plain}).json()["pbt"] == []
+
+
 def test_trial_page_data(client, project):
     errored = client.get("/api/trials", params={"exp": "errors", "status": "ERROR"}).json()
     trial_id = errored["rows"][0]["trial_id"]

@@ -236,6 +236,14 @@ def test_scheduler_views_on_the_experiment_page(server, browser, project):
     assert "PBT's exploits" in browser.find_element(By.ID, "scheduler").text
     screenshot(browser, "scheduler-pbt")
 
+    # a trial's page lists the exploits it took part in, with links to the other trial
+    trial_ids = sorted(last_results(os.path.join(project, "pbt")))
+    target = trial_ids[int(json.loads(exploits[0])[0].split("_")[0])]
+    took = sum(trial_ids[int(json.loads(line)[0].split("_")[0])] == target for line in exploits)
+    browser.get(f"{server}/trial?exp=pbt&id={target}")
+    rows = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#pbt-history tr.took"))
+    assert len(rows) == took and "taken from" in rows[0].text
+
 
 def test_trial_page(server, browser, project):
     files = last_results(os.path.join(project, "errors"))

@@ -203,6 +203,9 @@ async function trialPage() {
   <h3>Checkpoints</h3><ul id="checkpoints">${t.checkpoints.map((c) => `<li>${esc(c)}</li>`).join("") || "<li class=muted>none</li>"}</ul></div>
   <div id="trial-curve" class="chart"></div></div>
   ${t.error ? `<h3 class="ERROR">Error</h3><pre id="error">${esc(t.error)}</pre>` : ""}
+  ${t.pbt.length ? `<h3>PBT: exploits</h3><table id="pbt-history"><tr><th>at iteration</th><th>weights</th><th>from iteration</th><th>new config</th></tr>${t.pbt.map((e) => e.target === t.trial_id
+    ? `<tr class="took"><td>${esc(e.target_iteration)}</td><td>taken from <a href="${trialUrl(EXP, e.donor)}">${esc(e.donor)}</a></td><td>${esc(e.donor_iteration)}</td><td>${esc(JSON.stringify(e.new_config))}</td></tr>`
+    : `<tr class="gave"><td>${esc(e.target_iteration)}</td><td>given to <a href="${trialUrl(EXP, e.target)}">${esc(e.target)}</a></td><td>${esc(e.donor_iteration)}</td><td></td></tr>`).join("")}</table>` : ""}
   <h3>Metrics (last 200 results)</h3><div style="overflow:auto;max-height:400px"><table id="metrics"><tr>${columns.map((c) => `<th>${esc(c)}</th>`).join("")}</tr>${rows}</table></div>
   <h3>stdout</h3><pre id="stdout">${esc(t.logs.stdout ?? "(no stdout file)")}</pre>
   <h3>stderr</h3><pre id="stderr">${esc(t.logs.stderr ?? "(no stderr file)")}</pre>`;
