@@ -127,3 +127,30 @@ def test_an_unserialisable_trainable_is_refused_when_the_tuner_is_built() -> Non
     # Ray raises when the Tuner is built, not when fit() runs the trials
     with pytest.raises(TypeError, match=r"uses_lock cannot be serialised.*captures: lock"):
         Tuner(uses_lock)
+
+
+def test_hyperband_for_bohb_state_and_trials_have_checkpoints(tmp_path: Any) -> None:
+    from fasttune.schedulers import HyperBandForBOHB
+    from fasttune.search.bohb import TuneBOHB
+    from fasttune.utils.mock_trainable import MyTrainableClass
+
+    scheduler = HyperBandForBOHB(max_t=9, reduction_factor=3)
+    assert scheduler.state() == {"num_brackets": 0, "num_stopped": 0}
+    analysis = tune.run(
+        MyTrainableClass,
+        config={"width": tune.uniform(1, 5), "height": 2},
+        metric="episode_reward_mean",
+        mode="max",
+        scheduler=scheduler,
+        search_alg=TuneBOHB(seed=0),
+        num_samples=6,
+        stop={"training_iteration": 9},
+        checkpoint_at_end=True,
+        storage_path=str(tmp_path),
+        name="bohb",
+        verbose=0,
+    )
+    state = scheduler.state()
+    assert state["num_brackets"] >= 1 and state["num_stopped"] >= 1
+    assert len(analysis.trials) == 6
+    assert all(trial.has_checkpoint() for trial in analysis.trials)

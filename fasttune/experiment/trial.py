@@ -315,6 +315,10 @@ class Trial:
             return None
         return self.checkpoint_manager.latest_checkpoint
 
+    def has_checkpoint(self) -> bool:
+        """Whether the trial has a persisted checkpoint (as Ray's ``Trial.has_checkpoint``)."""
+        return self.checkpoint is not None
+
     def get_trial_checkpoints(self) -> list[Any]:
         if self.checkpoint_manager is None:
             return []

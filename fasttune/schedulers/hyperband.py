@@ -414,6 +414,18 @@ class HyperBandScheduler(FIFOScheduler):
                     self._process_bracket(view, slot, None)  # e.g. the laggard is gone
 
     # ------------------------------------------------------------------ output
+    def state(self) -> dict[str, int]:
+        """How many brackets were opened and trials stopped (Ray's ``state()``).
+
+        Example:
+            >>> HyperBandScheduler(metric="loss", mode="min").state()
+            {'num_brackets': 0, 'num_stopped': 0}
+        """
+        return {
+            "num_brackets": sum(len(band) for band in self._bands),
+            "num_stopped": self._num_stopped,
+        }
+
     def debug_string(self) -> str:
         """Brackets per round, as Ray prints them.
 
