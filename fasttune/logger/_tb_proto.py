@@ -17,6 +17,7 @@ to its default unless it is in a ``oneof``, a sub-message, or a map entry.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -195,19 +196,31 @@ def hparams_summaries(
     Returns:
         The experiment, session start and session end summaries, in writing order.
     """
-    infos = []
+    types = []
     entries = []
     for name, value in hparams.items():
         encoded, data_type = _struct_value(value)
-        infos.append(_bytes(4, _string(1, name) + _enum(4, data_type)))
+        types.append((name, data_type))
         # A map entry is a message {key=1, value=2} with both always written.
         entries.append(_bytes(1, _bytes(1, name.encode()) + _bytes(2, encoded)))
+    start = _bytes(3, b"".join(entries))
+    return (
+        _experiment_summary(tuple(types), tuple(metric_tags)),
+        summary([_plugin_value("_hparams_/session_start_info", start)]),
+        _SESSION_END_SUMMARY,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _experiment_summary(types: tuple[tuple[str, int], ...], metric_tags: tuple[str, ...]) -> bytes:
+    """The experiment summary of :func:`hparams_summaries`: the same for every trial of
+    an experiment (hparam names and types, metric tags), so encoded once."""
+    infos = [_bytes(4, _string(1, name) + _enum(4, data_type)) for name, data_type in types]
     metrics = [_bytes(5, _bytes(1, _string(2, tag))) for tag in metric_tags]
     experiment = _bytes(2, b"".join(infos + metrics))
-    start = _bytes(3, b"".join(entries))
-    end = _bytes(4, _enum(1, _STATUS_SUCCESS))
-    return (
-        summary([_plugin_value("_hparams_/experiment", experiment)]),
-        summary([_plugin_value("_hparams_/session_start_info", start)]),
-        summary([_plugin_value("_hparams_/session_end_info", end)]),
-    )
+    return summary([_plugin_value("_hparams_/experiment", experiment)])
+
+
+_SESSION_END_SUMMARY = summary(
+    [_plugin_value("_hparams_/session_end_info", _bytes(4, _enum(1, _STATUS_SUCCESS)))]
+)

@@ -163,6 +163,15 @@ def _single(key: str) -> Callable[[Mapping[str, Any]], tuple[Any, ...]]:
     return values
 
 
+# Per flattened key: its tag and the encoded start of its scalar entry; per result
+# shape (keys, value types): how to encode it in one call, or None. Shared by the
+# writers of a process: a worker writes one trial after another, and each trial's
+# results have the shape of the last one's (bounded: cleared when full).
+_SCALAR_PREFIXES: dict[str, tuple[str, bytes]] = {}
+_PLANS: dict[tuple[tuple[str, ...], tuple[type, ...]], _ScalarPlan | None] = {}
+_MAX_SHARED = 4096
+
+
 class TBXResultWriter:
     """Writes results and hyperparameters to a TensorBoard event file in a directory.
 
@@ -184,9 +193,9 @@ class TBXResultWriter:
         require_tensorboardx("TBXLogger")
         self._writer = EventFileWriter(logdir, flush_secs=flush_secs)
         # Per flattened key: its tag and the encoded start of its scalar entry.
-        self._scalar_prefixes: dict[str, tuple[str, bytes]] = {}
+        self._scalar_prefixes = _SCALAR_PREFIXES
         # Per result shape (keys, value types): how to encode it in one call, or None.
-        self._plans: dict[tuple[tuple[str, ...], tuple[type, ...]], _ScalarPlan | None] = {}
+        self._plans = _PLANS
         self._last_metrics: dict[str, float] = {}
         self._last_scalars: tuple[_ScalarPlan, tuple[Any, ...]] | None = None
         self._count = 0
@@ -222,6 +231,8 @@ class TBXResultWriter:
         try:
             plan = self._plans[shape]
         except KeyError:
+            if len(self._plans) >= _MAX_SHARED:
+                self._plans.clear()
             plan = self._plans[shape] = self._plan(*shape)
         if plan is not None:
             values = plan.values(flat)
@@ -258,6 +269,8 @@ class TBXResultWriter:
     def _scalar_prefix(self, key: str) -> tuple[str, bytes]:
         cached = self._scalar_prefixes.get(key)
         if cached is None:
+            if len(self._scalar_prefixes) >= _MAX_SHARED:
+                self._scalar_prefixes.clear()
             tag = TAG_PREFIX + key
             cached = self._scalar_prefixes[key] = (tag, _tb_proto.scalar_entry_prefix(tag))
         return cached
