@@ -173,9 +173,13 @@ class ExperimentView:
                 self.trials[i] = self._summary(self._records[i])
 
     def _state_stamp(self) -> tuple[Any, ...] | None:
-        """Size and mtime of the local state files (None for remote folders)."""
+        """Size and mtime of the local state files; for a remote experiment its
+        manifest (one small object, new at each state commit), None without one."""
         if not self.fs.is_local:
-            return None
+            try:
+                return (self.fs.read_bytes(self.fs.join(self._fs_path, MANIFEST_FILE)),)
+            except OSError:
+                return None
         stamp: list[tuple[int, int] | None] = []
         for name in (STATE_FILE, "experiment_state.journal", "trial_states.jsonl"):
             try:

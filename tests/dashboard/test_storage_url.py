@@ -177,3 +177,24 @@ def test_a_long_log_in_storage_is_read_from_its_tail():
     fs.write_bytes_atomic(path, b"")
     assert _tail(fs, path) == ""
     assert _tail(fs, path + "-missing") is None
+
+
+def test_a_remote_view_is_read_again_only_when_its_state_was_committed(monkeypatch):
+    """The manifest (one small object) says whether the state changed: a finished
+    experiment in storage is not re-read whole at every refresh."""
+    from fasttune.results.experiment_view import LOAD_SPACING, MANIFEST_FILE, ExperimentView
+    from fasttune.storage.filesystem import get_fs_and_path
+
+    root = f"memory://stamp-{uuid.uuid4().hex[:8]}/results"
+    monkeypatch.setenv("FASTTUNE_EXECUTOR", "inline")
+    run_failing(root)
+    view = ExperimentView(f"{root}/errors")
+    read = view.trials
+    time.sleep(LOAD_SPACING * view._load_seconds + 0.05)  # a full read would be due now
+    view.refresh()
+    assert view.trials is read  # nothing committed since: not read again
+    fs, path = get_fs_and_path(f"{root}/errors/{MANIFEST_FILE}")
+    fs.write_bytes_atomic(path, fs.read_bytes(path) + b"\n")  # a new commit of the state
+    view.refresh()
+    assert view.trials is not read
+    assert [(t.trial_id, t.status) for t in view.trials] == [(t.trial_id, t.status) for t in read]
