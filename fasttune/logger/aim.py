@@ -12,8 +12,10 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AimLoggerCallback"]
 
+logger = logging.getLogger(__name__)
+
 # Result keys not logged (as in Ray); ``context`` and ``epoch`` are given to Aim's track.
 _SKIPPED = frozenset((R.CONFIG, R.PID, R.TIMESTAMP, R.TIME_TOTAL_S, R.TRAINING_ITERATION))
 _METRIC_PREFIX = "ray/tune/"
@@ -34,6 +38,13 @@ _METRIC_PREFIX = "ray/tune/"
 
 def _aim_run_class() -> Any:
     return import_optional("aim.sdk", extra="aim", feature="Aim tracking").Run
+
+
+def _close_run(run: Any) -> None:
+    try:
+        run.close()
+    except Exception:
+        logger.warning("AimLoggerCallback: closing an Aim run failed", exc_info=True)
 
 
 def _hparam(value: Any) -> Any:
@@ -102,6 +113,7 @@ class AimLoggerCallback(LoggerCallback):
         self._started: set[str] = set()  # trials with an open run (driver side)
         self._calls = BackgroundCalls(owner)
         self._runs: dict[str, Any] = {}  # trial id -> aim Run (tracker side)
+        self._closing: list[threading.Thread] = []  # runs closing (tracker side)
         _aim_run_class()  # a missing aim fails here, naming the extra
 
     # The driver's side: cheap, copies what the tracker needs and hands it over.
@@ -151,6 +163,9 @@ class AimLoggerCallback(LoggerCallback):
             self._calls.submit(self._close, trial_id)
         self._started.clear()
         self._calls.drain()
+        for thread in self._closing:
+            thread.join()
+        self._closing.clear()
 
     # The tracker's side, on the background thread, in order.
 
@@ -177,6 +192,11 @@ class AimLoggerCallback(LoggerCallback):
             run.track(value, name=name, step=step, epoch=epoch, context=context)
 
     def _close(self, trial_id: str) -> None:
+        """Close the run on a thread of its own: ``close()`` mostly waits for Aim's own
+        threads to stop, and the next trials' runs need not wait with it."""
         run = self._runs.pop(trial_id, None)
         if run is not None:
-            run.close()
+            self._closing = [t for t in self._closing if t.is_alive()]
+            thread = threading.Thread(target=_close_run, args=(run,), name=f"aim-close-{trial_id}")
+            thread.start()
+            self._closing.append(thread)
