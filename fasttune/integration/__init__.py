@@ -6,6 +6,7 @@ explicitly, as with Ray Tune::
     from fasttune.integration.xgboost import TuneReportCheckpointCallback
     from fasttune.integration.lightgbm import TuneReportCheckpointCallback
     from fasttune.integration.pytorch_lightning import TuneReportCheckpointCallback
+    from fasttune.integration.keras import TuneReportCheckpointCallback  # Keras 3
 
 A library that is not installed gives the ``pip install "fasttune[<extra>]"`` to run.
 """

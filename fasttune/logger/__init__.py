@@ -4,6 +4,7 @@ Each trial directory gets ``params.json``/``params.pkl`` and ``result.json``
 (:class:`JsonLogger`), ``progress.csv`` (:class:`CSVLogger`) and TensorBoard event
 files (:class:`TBXLogger`, needs ``fasttune[tensorboard]``). The ``*LoggerCallback``
 classes write the same files from the driver, as experiment callbacks.
+``fasttune.logger.aim.AimLoggerCallback`` logs to an Aim repo (``fasttune[aim]``).
 """
 
 import importlib
