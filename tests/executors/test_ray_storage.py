@@ -98,13 +98,14 @@ def test_losing_a_node_loses_nothing_in_storage(bucket, tmp_path):
     a replacement node from their checkpoints in the bucket, and the bucket ends with
     every iteration once and the output of both nodes."""
     cluster, fs, name = bucket
-    spot = {"num_cpus": 2, "resources": {"spot": 2}, "object_store_memory": OBJECT_STORE_BYTES}
+    # A resource of its own: test_ray_cluster.py leaves a "spot" node behind.
+    spot = {"num_cpus": 2, "resources": {"spot_s3": 2}, "object_store_memory": OBJECT_STORE_BYTES}
     first = cluster.add_node(**spot)
     cluster.wait_for_nodes()
     markers = tmp_path / "markers"
     markers.mkdir()
     tuner = tune.Tuner(
-        tune.with_resources(Steps, {"cpu": 1, "spot": 1}),
+        tune.with_resources(Steps, {"cpu": 1, "spot_s3": 1}),
         param_space={
             "x": tune.grid_search([0, 1]),
             "sleep": 0.3,
