@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -52,9 +53,18 @@ def run(
         TuneError: Some trials ended in ERROR and ``raise_on_failed_trial`` is True.
     """
     from fasttune.error import TuneError
+    from fasttune.experiment.experiment import FIELDS, Experiment
     from fasttune.trainable.util import with_resources
     from fasttune.tuner import Tuner
 
+    if isinstance(run_or_experiment, Experiment):
+        # As Ray: the experiment's own arguments come from it, the run's from this call.
+        run_args = {
+            key: value
+            for key, value in locals().items()
+            if key in _RUN_ARGS and key not in FIELDS and key != "name"
+        }
+        return run(run_or_experiment.run, **run_or_experiment.run_kwargs(), **run_args)
     trainable = run_or_experiment
     if resources_per_trial is not None:
         trainable = with_resources(trainable, resources_per_trial)
@@ -112,3 +122,54 @@ def run(
     if failed and raise_on_failed_trial:
         raise TuneError(f"Trials did not complete: {[str(t) for t in failed]}")
     return analysis
+
+
+# tune.run's keyword arguments (those an Experiment does not hold are the run's own).
+_RUN_ARGS = frozenset(inspect.signature(run).parameters) - {"run_or_experiment"}
+
+
+def run_experiments(
+    experiments: Any,
+    scheduler: Any = None,
+    verbose: int = 2,
+    progress_reporter: Any = None,
+    resume: bool | str | None = False,
+    reuse_actors: bool | None = None,
+    raise_on_failed_trial: bool = True,
+    callbacks: list[Any] | None = None,
+    **run_kwargs: Any,
+) -> list[Any]:
+    """Run experiments and return all their trials (as ``ray.tune.run_experiments``).
+
+    Args:
+        experiments: An ``Experiment``, a list of them, or Ray's ``{name: spec}`` dict
+            (spec: ``{"run": trainable, "config": ..., "stop": ..., ...}``).
+        scheduler, verbose, progress_reporter, resume, reuse_actors,
+        raise_on_failed_trial, callbacks: As for ``tune.run``; further keyword
+            arguments (e.g. ``search_alg``, ``metric``, ``mode``) go to it as well.
+
+    Returns:
+        The trials of every experiment, in order. Several experiments run one after
+        the other (Ray runs them side by side).
+
+    Raises:
+        TypeError: If ``experiments`` has none of the accepted forms.
+        TuneError: Some trials ended in ERROR and ``raise_on_failed_trial`` is True.
+    """
+    from fasttune.experiment.experiment import as_experiment_list
+
+    trials: list[Any] = []
+    for experiment in as_experiment_list(experiments):
+        analysis = run(
+            experiment,
+            scheduler=scheduler,
+            verbose=verbose,
+            progress_reporter=progress_reporter,
+            resume=resume,
+            reuse_actors=reuse_actors,
+            raise_on_failed_trial=raise_on_failed_trial,
+            callbacks=callbacks,
+            **run_kwargs,
+        )
+        trials.extend(analysis.trials)
+    return trials

@@ -154,3 +154,59 @@ def test_hyperband_for_bohb_state_and_trials_have_checkpoints(tmp_path: Any) -> 
     assert state["num_brackets"] >= 1 and state["num_stopped"] >= 1
     assert len(analysis.trials) == 6
     assert all(trial.has_checkpoint() for trial in analysis.trials)
+
+
+def test_tune_run_takes_an_experiment_and_run_experiments_a_dict_of_specs(tmp_path: Any) -> None:
+    experiment = tune.Experiment(
+        "exp",
+        _two_reports,
+        config={"x": tune.grid_search([1, 2])},
+        stop={"training_iteration": 1},
+        storage_path=str(tmp_path),
+    )
+    analysis = tune.run(experiment, metric="score", mode="max", verbose=0)
+    assert sorted(t.config["x"] for t in analysis.trials) == [1, 2]
+    assert all(t.last_result["training_iteration"] == 1 for t in analysis.trials)  # its stop
+    assert (tmp_path / "exp").is_dir()
+
+    trials = tune.run_experiments(
+        {"a": {"run": _two_reports, "config": {"x": 3}, "storage_path": str(tmp_path)},
+         "b": {"run": _two_reports, "config": {"x": 4}, "num_samples": 2,
+               "storage_path": str(tmp_path)}},
+        verbose=0,
+    )  # fmt: skip
+    assert [t.config["x"] for t in trials] == [3, 4, 4]
+    assert (tmp_path / "a").is_dir() and (tmp_path / "b").is_dir()
+
+
+def test_experiment_arguments_are_checked() -> None:
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) \['stopp'\]"):
+        tune.Experiment("e", _two_reports, stopp={"training_iteration": 1})
+    with pytest.raises(ValueError, match=r"`num_samples` must be an int >= 1"):
+        tune.Experiment("e", _two_reports, num_samples=0)
+    with pytest.raises(TypeError, match=r"the spec must be a dict with a 'run' key"):
+        tune.run_experiments({"e": {"config": {}}})
+
+
+def test_basic_variant_generator_makes_trials_of_an_experiment() -> None:
+    from fasttune.search import BasicVariantGenerator
+
+    experiment = tune.Experiment(
+        "e",
+        "my_trainable",
+        config={"a": tune.grid_search([1, 2]), "b": tune.uniform(0, 1)},
+        stop={"training_iteration": 2},
+        num_samples=2,
+    )
+    generator = BasicVariantGenerator(random_state=0)
+    generator.add_configurations([experiment])
+    trials = []
+    while (trial := generator.next_trial()) is not None:
+        trials.append(trial)
+    assert [t.config["a"] for t in trials] == [1, 2, 1, 2]
+    assert len({t.trial_id for t in trials}) == 4 and generator.is_finished()
+    assert all(t.trainable_name == "my_trainable" for t in trials)
+    assert all(t.stopping_criterion == {"training_iteration": 2} for t in trials)
+    assert trials[1].experiment_tag.startswith("1_a=2,b=")
+    with pytest.raises(RuntimeError, match=r"pass one to add_configurations\(\) first"):
+        BasicVariantGenerator().next_trial()

@@ -80,6 +80,8 @@ class BasicVariantGenerator(SearchAlgorithm):
         self._total_samples = 0
         self._live_trials: set[str] = set()
         self._handed_out = 0
+        self._experiment: Any = None  # an Experiment given to add_configurations
+        self._trial_prefix = ""  # next_trial's trial ids: "<prefix>_00000", ...
         # Position: pass index, generator as the pass began, items pulled from the pass.
         self._pass = -1
         self._pass_rng: Any = None  # the generator's state as the current pass began
@@ -93,19 +95,40 @@ class BasicVariantGenerator(SearchAlgorithm):
         """Configs this generator will produce (-1 for ``num_samples=-1``)."""
         return self._total_samples
 
-    def add_configurations(self, param_space: dict[str, Any] | None, num_samples: int = 1) -> None:
+    def add_configurations(self, param_space: Any, num_samples: int = 1) -> None:
         """Take the search space and the number of passes over its grid.
+
+        Args:
+            param_space: The search space; or, as Ray's, an ``Experiment`` (or a list
+                holding one), whose ``config`` and ``num_samples`` are taken and whose
+                trials :meth:`next_trial` makes.
+            num_samples: Passes over the grid (ignored with an ``Experiment``).
 
         Raises:
             RuntimeError: If called twice.
             TypeError: If ``param_space`` is not a dict or ``num_samples`` not an int.
-            ValueError: If ``num_samples`` < -1 or a point names a key not in the space.
+            ValueError: If ``num_samples`` < -1, a point names a key not in the space,
+                or several experiments are given.
         """
+        from fasttune.experiment.experiment import Experiment
+
         if self._configured:
             raise RuntimeError(
                 "BasicVariantGenerator.add_configurations() was already called; use a new "
                 "generator for each experiment."
             )
+        if isinstance(param_space, (list, tuple)) and any(
+            isinstance(e, Experiment) for e in param_space
+        ):
+            if len(param_space) != 1:
+                raise ValueError(
+                    f"BasicVariantGenerator takes one Experiment, got {len(param_space)}; "
+                    "use a generator per experiment."
+                )
+            param_space = param_space[0]
+        if isinstance(param_space, Experiment):
+            self._experiment = param_space
+            param_space, num_samples = param_space.spec["config"], param_space.spec["num_samples"]
         space = {} if param_space is None else param_space
         if not isinstance(space, dict):
             raise TypeError(f"`param_space` must be a dict, got {type(space).__name__}.")
@@ -155,6 +178,42 @@ class BasicVariantGenerator(SearchAlgorithm):
                 self.set_finished()
         resolved_vars, config = variant
         return Suggestion(config, format_vars(resolved_vars), flatten_resolved_vars(resolved_vars))
+
+    def next_trial(self) -> Any:
+        """A ``Trial`` for the next config of the Experiment given to
+        :meth:`add_configurations` (None when there is none now), as Ray's.
+
+        Raises:
+            RuntimeError: If no Experiment was given.
+        """
+        from fasttune.experiment.trial import Trial, new_experiment_hash
+
+        experiment = self._experiment
+        if experiment is None:
+            raise RuntimeError(
+                "BasicVariantGenerator.next_trial() makes trials of an Experiment: pass "
+                "one to add_configurations() first (or use next_suggestion())."
+            )
+        if not self._trial_prefix:
+            self._trial_prefix = new_experiment_hash()
+        trial_id = f"{self._trial_prefix}_{self._handed_out:05d}"
+        suggestion = self.next_suggestion(trial_id)
+        if suggestion is None:
+            return None
+        spec = experiment.spec
+        stop = spec["stop"] if isinstance(spec["stop"], dict) else None
+        tag = f"{self._handed_out - 1}_{suggestion.tag}" if suggestion.tag else ""
+        return Trial(
+            experiment.trainable_name,
+            config=suggestion.config,
+            trial_id=trial_id,
+            experiment_tag=tag or str(self._handed_out - 1),
+            evaluated_params=suggestion.evaluated_params,
+            stopping_criterion=stop,
+            max_failures=spec["max_failures"],
+            checkpoint_frequency=spec.get("checkpoint_freq", 0),
+            checkpoint_at_end=bool(spec.get("checkpoint_at_end")),
+        )
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
