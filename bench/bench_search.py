@@ -10,7 +10,8 @@ script prints one line:
   run is sequential like the reference);
 - **direct**: the same library driven by hand on the same space, budget and seeds
   (``study.ask/tell``, ``hyperopt.fmin``, ``BayesianOptimization.maximize``,
-  nevergrad ``ask/tell``, hpbandster's BOHB config generator);
+  nevergrad ``ask/tell``, hpbandster's BOHB config generator, ZOOpt's
+  ``SRacosTune.suggest/complete``);
 - **overhead**: milliseconds per trial spent in fasttune's searcher (``suggest``,
   ``on_trial_result`` and ``on_trial_complete``, called in-process without the
   runner) next to the library's own (its loop's wall time minus the objective's),
