@@ -210,3 +210,30 @@ def test_basic_variant_generator_makes_trials_of_an_experiment() -> None:
     assert trials[1].experiment_tag.startswith("1_a=2,b=")
     with pytest.raises(RuntimeError, match=r"pass one to add_configurations\(\) first"):
         BasicVariantGenerator().next_trial()
+
+
+class _SpecRecorder(_CountingSearcher):
+    """Records what set_search_properties hears."""
+
+    def set_search_properties(self, metric: Any, mode: Any, config: Any, **spec: Any) -> bool:
+        self.spec = spec
+        return False
+
+
+@pytest.mark.parametrize("limit", [None, 2])  # bare, and wrapped in a ConcurrencyLimiter
+def test_num_samples_stop_and_time_budget_reach_set_search_properties(
+    limit: int | None, tmp_path: Any
+) -> None:
+    searcher = _SpecRecorder(total=3)
+    Tuner(
+        _two_reports,
+        tune_config=TuneConfig(
+            search_alg=searcher, num_samples=3, time_budget_s=600, max_concurrent_trials=limit
+        ),
+        run_config=RunConfig(storage_path=str(tmp_path), stop={"training_iteration": 1}, verbose=0),
+    ).fit()
+    assert searcher.spec == {
+        "num_samples": 3,
+        "stop": {"training_iteration": 1},
+        "time_budget_s": 600,
+    }

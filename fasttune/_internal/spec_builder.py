@@ -131,9 +131,12 @@ def _limit_concurrency(search_alg: Any, limit: int | None) -> Any:
 
 
 def configure_plugins(
-    tune_config: TuneConfig, param_space: dict[str, Any]
+    tune_config: TuneConfig, param_space: dict[str, Any], stop: Any = None
 ) -> tuple[Any, Any, str | None, str | None]:
     """The search algorithm and scheduler, told the metric/mode; plus the resolved metric/mode.
+
+    The search algorithm also hears ``num_samples``, ``stop`` and ``time_budget_s`` as
+    ``set_search_properties(..., **spec)`` keywords, as Ray's does.
 
     Raises:
         ValueError: metric/mode conflicts between TuneConfig and a plugin, or a plugin
@@ -176,7 +179,17 @@ def configure_plugins(
         )
     # False only means "the searcher keeps its own space"; conflicts raise in
     # add_configurations (as Ray behaves).
-    search_alg.set_search_properties(metric, mode, param_space)
+    spec = {
+        "num_samples": tune_config.num_samples,
+        "stop": stop,
+        "time_budget_s": tune_config.time_budget_s,
+    }
+    try:
+        search_alg.set_search_properties(metric, mode, param_space, **spec)
+    except TypeError as error:  # a user's SearchAlgorithm written without **spec
+        if "unexpected keyword argument" not in str(error):
+            raise
+        search_alg.set_search_properties(metric, mode, param_space)
     if not metric:
         from fasttune.result import DEFAULT_METRIC
 
@@ -299,7 +312,9 @@ def build_run_spec(
         run_config, trainable_name, restoring=experiment_hash is not None, executor=executor
     )
     name, experiment_path = storage.name, storage.local_path
-    search_alg, scheduler, metric, mode = configure_plugins(tune_config, param_space)
+    search_alg, scheduler, metric, mode = configure_plugins(
+        tune_config, param_space, stop=run_config.stop
+    )
     search_alg.add_configurations(copy.deepcopy(param_space), tune_config.num_samples)
     stopper, criterion = make_stopper(run_config.stop)
 
