@@ -113,7 +113,9 @@ def params_from_user_space(space: Mapping[str, Any]) -> dict[str, BoundedParam]:
 
 
 def _walk(value: Any, path: Path, params: dict[str, BoundedParam], user_space: bool) -> None:
-    if path and any("/" in str(part) for part in path):
+    # A space of its own may use flattened keys ("b/z": (0, 1)), nested back on
+    # suggestion as Ray does; in a param_space a '/' would not come back as given.
+    if path and not user_space and any("/" in str(part) for part in path):
         raise ValueError(
             f"BayesOptSearch joins nested keys with '/', so the key {path[-1]!r} (at "
             f"`{path_str(path)}`) cannot contain '/'; rename it."
@@ -124,17 +126,27 @@ def _walk(value: Any, path: Path, params: dict[str, BoundedParam], user_space: b
             "tune.uniform(lower, upper) instead."
         )
     if isinstance(value, Domain):
-        params[path_str(path)] = _param_of(value, path)
+        _add(params, path, _param_of(value, path))
     elif isinstance(value, Mapping):
         for key, item in value.items():
             _walk(item, (*path, key), params, user_space)
     elif user_space and path:
-        params[path_str(path)] = _pair(value, path)
+        _add(params, path, _pair(value, path))
     elif isinstance(value, (list, tuple)) and _holds_domain(value):
         raise ValueError(
             f"`{path_str(path)}` is a list holding search domains; BayesOptSearch only "
             "searches floats in (nested) dicts. Use one key per value."
         )
+
+
+def _add(params: dict[str, BoundedParam], path: Path, param: BoundedParam) -> None:
+    name = path_str(path)
+    if name in params:
+        raise ValueError(
+            f"BayesOptSearch(space=...): `{name}` is given twice (once as a nested key, once "
+            "as a '/'-joined one); keep one."
+        )
+    params[name] = param
 
 
 def _holds_domain(value: Any) -> bool:

@@ -239,6 +239,14 @@ def domain_to_param(key: str, domain: Any) -> OptunaParam:
             return OptunaParam(dists.IntDistribution(low, high, step=step))
     elif isinstance(domain, Categorical) and isinstance(sampler, Uniform):
         categories = tuple(domain.categories)
+        if contains_unresolved(list(categories)):
+            raise ValueError(
+                f"`{key}` is a choice of categories holding search domains (a conditional "
+                "space), which OptunaSearch cannot convert. Write the space as a "
+                "define-by-run function instead: OptunaSearch(space=fn), where fn(trial) "
+                "calls trial.suggest_categorical(...) and then suggests each branch's own "
+                "parameters."
+            )
         if all(type(category) in _PLAIN_CHOICE_TYPES for category in categories):
             return OptunaParam(dists.CategoricalDistribution(categories))
         indices = tuple(range(len(categories)))

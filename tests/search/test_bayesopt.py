@@ -352,3 +352,15 @@ def test_a_fresh_searcher_restores_space_metric_and_mode(tmp_path):
     restored.restore(path)
     assert (restored.metric, restored.mode) == ("acc", "max")
     assert restored.suggest("b") == original.suggest("b")
+
+
+def test_a_space_of_its_own_may_use_flattened_keys_as_rays():
+    searcher = BayesOptSearch(
+        space={"b/z": (0, 1), "a": (2, 3)}, metric="m", mode="max", random_state=0
+    )
+    config = searcher.suggest("t")
+    assert set(config) == {"a", "b"} and 0 <= config["b"]["z"] <= 1
+    with pytest.raises(ValueError, match=r"`b/z` is given twice"):
+        BayesOptSearch(space={"b/z": (0, 1), "b": {"z": (2, 3)}})
+    with pytest.raises(ValueError, match=r"cannot contain '/'"):  # a param_space's key
+        BayesOptSearch().set_search_properties("m", "max", {"b/z": tune.uniform(0, 1)})

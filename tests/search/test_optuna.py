@@ -325,6 +325,10 @@ def test_nested_spaces_are_flattened_for_optuna_and_nested_back():
         ({"p": tune.qrandn(0, 1, 0.5)}, r"`p` samples from a normal"),
         ({"p": [tune.uniform(0, 1)]}, r"`p` holds a search-space definition inside a list"),
         ({"a/b": tune.uniform(0, 1)}, r"'a/b' contains '/'"),
+        (  # Ray parity (issue 11): a clear error pointing to define-by-run
+            {"m": tune.choice([{"a": tune.uniform(0, 1)}, {"b": 1}])},
+            r"`m` is a choice of categories holding search domains.*define-by-run",
+        ),
     ],
 )
 def test_unsupported_domains_name_the_key_and_the_alternative(space, match):
