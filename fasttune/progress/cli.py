@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import re
-import shutil
 import sys
 from typing import Any, TextIO
 
 from fasttune.progress._format import Format
+from fasttune.progress._terminal import PinnedRegion, terminal_size
 from fasttune.progress.reporter import TuneReporterBase, extends_init
-
-CURSOR_UP = "\x1b[{}A"
-CLEAR_TO_END = "\x1b[J"
-_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # a CSI sequence: takes no columns
 
 RICH_MAX_ROWS = 200
 """A final table of more trials is drawn as plain text (rich takes ~1 ms of CPU a row)."""
@@ -28,48 +23,18 @@ def _is_tty(stream: Any) -> bool:
         return False
 
 
-class _LiveRegion:
-    """The block of lines last drawn at the bottom of a terminal, to erase and redraw."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.text = ""
-        self.erased = False  # a line was printed over the block; it needs drawing again
-
-    def _rows_of(self, text: str) -> int:
-        columns = max(1, shutil.get_terminal_size((80, 24)).columns)
-        lines = _ESCAPE.sub("", text).split("\n")
-        return sum(max(1, -(-len(line) // columns)) for line in lines)
-
-    def erase_sequence(self) -> str:
-        """Move the cursor to the block's first line and clear everything below."""
-        if not self.rows:
-            return ""
-        return CURSOR_UP.format(self.rows) + "\r" + CLEAR_TO_END
-
-    def draw(self, stream: TextIO, text: str) -> None:
-        text = text.rstrip("\n")
-        stream.write(self.erase_sequence() + text + "\n")
-        stream.flush()
-        self.rows, self.text, self.erased = self._rows_of(text), text, False
-
-    def write_above(self, stream: TextIO, line: str) -> None:
-        stream.write(self.erase_sequence() + line.rstrip("\n") + "\n")
-        stream.flush()
-        self.erased = self.erased or self.rows > 0
-        self.rows = 0
-
-
 class CLIReporter(TuneReporterBase):
     """Prints the experiment's status to the console.
 
-    On a terminal the status is redrawn in place (ANSI cursor movement), by default
-    at most once a second, with a progress bar over the trials (done/total and an
-    ETA when the number of trials is known); it is drawn with rich when rich is
+    On a terminal the status is redrawn in place in the terminal's bottom rows, by
+    default at most once a second, with a progress bar over the trials (done/total
+    and an ETA when the number of trials is known); what else is printed meanwhile
+    (the trials' own prints too) scrolls above it. It is drawn with rich when rich is
     installed (``pip install "fasttune[rich]"``: colours, tables fitted to the
-    terminal's width), else as plain text. On any other stream (a file, a pipe, a CI
-    log) each report is printed below the previous one, without escape codes, by
-    default at most every 5 seconds. The last report always shows every trial.
+    terminal's width), else as plain text; the final report is printed as usual. On
+    any other stream (a file, a pipe, a CI log) each report is printed below the
+    previous one, without escape codes, by default at most every 5 seconds. The last
+    report always shows every trial.
 
     Args:
         metric_columns, parameter_columns, total_samples, max_progress_rows,
@@ -106,7 +71,7 @@ class CLIReporter(TuneReporterBase):
         self._redraw = redraw
         self._rich = rich
         self._rich_format: Any = None
-        self._live = _LiveRegion()
+        self._live = PinnedRegion()
 
     @property
     def stream(self) -> TextIO:
@@ -124,23 +89,18 @@ class CLIReporter(TuneReporterBase):
             return LIVE_REPORT_FREQUENCY if self.redraws else self.DEFAULT_REPORT_FREQUENCY
         return float(self._max_report_frequency)
 
-    def should_report(self, trials: list[Any], done: bool = False) -> bool:
-        """As :meth:`TuneReporterBase.should_report`, and also when a printed line
-        has erased the table from the terminal."""
-        if self._live.erased:
-            self._last_report_time = self._clock()
-            return True
-        return super().should_report(trials, done)
-
     def report(self, trials: list[Any], done: bool, *sys_info: str) -> None:
         """Print the status (in place on a terminal)."""
         stream = self.stream
         if self.redraws:
             fmt = self._live_format(stream) if not done or len(trials) <= RICH_MAX_ROWS else None
             text = self._progress_str(trials, done, *sys_info, fmt=fmt or "text", progress_bar=True)
-            self._live.draw(stream, text)
-            if done:
-                self._live = _LiveRegion()  # the final report stays on screen
+            if done:  # the final report is printed where the live one was, and stays
+                self._live.release(stream)
+                stream.write(text.rstrip("\n") + "\n")
+                stream.flush()
+            else:
+                self._live.draw(stream, text)
         else:
             text = self._progress_str(trials, done, *sys_info)
             stream.write(text.rstrip("\n") + "\n")
@@ -150,7 +110,7 @@ class CLIReporter(TuneReporterBase):
         """rich's format at the terminal's current width, or None for plain text."""
         if self._rich is False:
             return None
-        width = max(20, shutil.get_terminal_size((80, 24)).columns)
+        width = terminal_size()[0]
         if self._rich_format is None or self._rich_format.width != width:
             encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
             try:
@@ -167,11 +127,7 @@ class CLIReporter(TuneReporterBase):
         return self._rich_format
 
     def print_line(self, line: str) -> None:
-        """Print ``line``; on a terminal it goes above the live table, which is
-        drawn again at the next :meth:`should_report`."""
+        """Print ``line`` (on a terminal it scrolls above the live report)."""
         stream = self.stream
-        if self.redraws:
-            self._live.write_above(stream, line)
-        else:
-            stream.write(line.rstrip("\n") + "\n")
-            stream.flush()
+        stream.write(line.rstrip("\n") + "\n")
+        stream.flush()

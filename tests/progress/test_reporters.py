@@ -297,48 +297,63 @@ def test_should_report_respects_frequency(clock: Clock) -> None:
     assert fast.should_report([]) is True
 
 
-def test_terminal_redraws_in_place(make_trial: MakeTrial, clock: Clock, monkeypatch) -> None:
-    monkeypatch.setenv("COLUMNS", "200")  # no line wraps
+def screen(text: str, columns: int, lines: int) -> list[str]:
+    """What a terminal of this size shows after ``text`` was written to it (pyte, a
+    VT100 emulator), one string per row, right-stripped."""
+    pyte = pytest.importorskip("pyte", reason='needs the test extra: pip install -e ".[test]"')
+    display = pyte.Screen(columns, lines)
+    pyte.Stream(display).feed(text.replace("\n", "\r\n"))  # a tty's onlcr
+    return [row.rstrip() for row in display.display]
+
+
+def test_terminal_redraws_in_place_below_other_output(
+    make_trial: MakeTrial, clock: Clock, monkeypatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("LINES", "30")
     tty = FakeTTY()
     reporter = CLIReporter(clock=clock, out=tty, rich=False)
     assert reporter.redraws and reporter.max_report_frequency == 1.0
     trials = [make_trial(0, result=_result(1))]
     reporter.report(trials, False)
-    first = tty.getvalue()
-    assert not ANSI.search(first)
-    rows = first.count("\n")
-    reporter.report(trials, False)
-    second = tty.getvalue()[len(first) :]
-    assert second.startswith(f"\x1b[{rows}A\r\x1b[J== Status ==")
-
-    assert reporter.should_report(trials) is True
-    clock.advance(0.1)
-    assert reporter.should_report(trials) is False
     reporter.print_line("Trial train_abcde_00000 completed.")
-    third = tty.getvalue()[len(first) + len(second) :]
-    assert third == f"\x1b[{rows}A\r\x1b[JTrial train_abcde_00000 completed.\n"
-    assert reporter.should_report(trials) is True  # the table was erased: draw it again
+    tty.write("a trial's own print\n")  # a worker writes to the same terminal
+    trials[0].update_last_result(_result(2))
     reporter.report(trials, False)
-    after = tty.getvalue().split("completed.\n")[1]
-    assert after.startswith("== Status ==")  # drawn below the line, nothing to erase
+    rows = screen(tty.getvalue(), 100, 30)
+    assert sum(row == "== Status ==" for row in rows) == 1  # redrawn, not printed again
+    status = rows.index("== Status ==")
+    assert rows[status - 3 : status - 1] == [
+        "Trial train_abcde_00000 completed.",
+        "a trial's own print",
+    ]  # printed lines scroll above the report and stay
+    latest = _report(CLIReporter(rich=False), trials)  # the same report, plain
+    expected = [row for row in latest.splitlines() if row.startswith("| train_abcde_00000")]
+    assert [row for row in rows[status:] if row.startswith("| train_")] == expected
+    assert rows[-1].startswith("+--")  # the report fills the bottom rows
+    reporter.report(trials, True)  # the final report is printed below the output
+    final = screen(tty.getvalue(), 100, 30)
+    assert sum(row == "== Status ==" for row in final) == 1
+    assert "a trial's own print" in final
 
 
-def test_redraw_counts_wrapped_lines(make_trial: MakeTrial, monkeypatch) -> None:
+def test_a_report_taller_than_the_terminal_is_cut(make_trial: MakeTrial, monkeypatch) -> None:
     monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("LINES", "16")
     tty = FakeTTY()
-    reporter = CLIReporter(out=tty, rich=False)
-    reporter.report([make_trial(0, result=_result(1))], False)
-    first = tty.getvalue()
-    rows = sum(-(-len(line) // 40) or 1 for line in first.splitlines())
-    assert rows > first.count("\n")
-    reporter.report([make_trial(0, result=_result(1))], False)
-    assert tty.getvalue()[len(first) :].startswith(f"\x1b[{rows}A\r\x1b[J")
+    reporter = CLIReporter(out=tty, rich=False, max_progress_rows=30)
+    reporter.report([make_trial(i, result=_result(1)) for i in range(20)], False)
+    rows = screen(tty.getvalue(), 40, 16)
+    assert rows[4] == "== Status =="  # 12 rows of report below 4 left to the output
+    assert rows[15].startswith("... ") and "more lines" in rows[15]
+    assert all(len(row) <= 40 for row in rows)  # long lines cut, not wrapped
 
 
 def test_terminal_report_has_a_progress_bar_best_trial_and_resources(
     make_trial: MakeTrial, clock: Clock, monkeypatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("LINES", "40")
     tty = FakeTTY()
     reporter = CLIReporter(clock=clock, out=tty, rich=False, metric="loss", mode="min")
     reporter.setup(start_time=clock(), total_samples=8)
@@ -346,11 +361,11 @@ def test_terminal_report_has_a_progress_bar_best_trial_and_resources(
     trials += [make_trial(2, "RUNNING", {"loss": 0.9})]
     clock.advance(20.0)
     reporter.report(trials, False, "Logical resource usage: 1.0/2 CPUs, 0/0 GPUs")
-    text = tty.getvalue()
+    rows = screen(tty.getvalue(), 200, 40)
     bar = "[" + "#" * 8 + "." * 22 + "] 2/8 trials done (25%), ETA 0:01:00"
-    assert text.splitlines()[2] == bar  # 10 s a trial so far: 6 left take 60 s
-    assert "Logical resource usage: 1.0/2 CPUs" in text
-    assert "Current best trial: abcde_00001 with loss=0.5" in text
+    assert rows[rows.index("== Status ==") + 2] == bar  # 10 s a trial: 6 left take 60 s
+    assert "Logical resource usage: 1.0/2 CPUs, 0/0 GPUs" in rows
+    assert any(r.startswith("Current best trial: abcde_00001 with loss=0.5") for r in rows)
     out = io.StringIO()
     off = CLIReporter(clock=clock, out=out)
     off.setup(start_time=clock(), total_samples=8)
@@ -358,21 +373,21 @@ def test_terminal_report_has_a_progress_bar_best_trial_and_resources(
     assert "trials done" not in out.getvalue()  # off a terminal: the table as before
 
 
-def test_rich_report_fits_the_terminal_and_is_erased_whole(
-    make_trial: MakeTrial, monkeypatch
-) -> None:
+def test_rich_report_fits_the_terminal(make_trial: MakeTrial, monkeypatch) -> None:
     pytest.importorskip("rich", reason='needs the rich extra: pip install "fasttune[rich]"')
     monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("LINES", "30")
     tty = FakeTTY()
     reporter = CLIReporter(out=tty, metric="loss", mode="min", total_samples=4)
     trials = [make_trial(i, result=_result(i + 1)) for i in range(3)]
     reporter.report(trials, False)
-    first = tty.getvalue()
-    assert "\x1b[1m== Status ==" in first and "RUNNING" in first
-    visible = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in first.splitlines()]
-    assert max(len(line) for line in visible) <= 40  # columns shortened, not wrapped
     reporter.report(trials, False)
-    assert tty.getvalue()[len(first) :].startswith(f"\x1b[{len(visible)}A\r\x1b[J")
+    assert "\x1b[1m== Status ==" in tty.getvalue()  # styled by rich
+    rows = screen(tty.getvalue(), 40, 30)
+    assert sum(row == "== Status ==" for row in rows) == 1
+    train_rows = [row for row in rows if row.startswith("train_")]
+    assert len(train_rows) == 3 and all("RUNNING" in row for row in train_rows)
+    assert any(row.startswith("━") and "0/4 trials done" in row for row in rows)  # rich's bar
 
 
 def test_rich_asked_for_but_missing_names_the_extra(make_trial: MakeTrial, monkeypatch) -> None:
@@ -382,7 +397,7 @@ def test_rich_asked_for_but_missing_names_the_extra(make_trial: MakeTrial, monke
         CLIReporter(out=FakeTTY(), rich=True).report([make_trial(0)], False)
     tty = FakeTTY()
     CLIReporter(out=tty).report([make_trial(0)], False)  # by default: plain text
-    assert tty.getvalue().startswith("== Status ==\n") and "0 trials done" in tty.getvalue()
+    assert "== Status ==" in tty.getvalue() and "\x1b[1m" not in tty.getvalue()
 
 
 def test_final_report_stays_on_terminal(make_trial: MakeTrial) -> None:

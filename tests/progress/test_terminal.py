@@ -1,9 +1,11 @@
 """The console while a real run goes: on a pseudo-terminal (the pty module) the live
 report is redrawn in place with a progress bar, the best trial and the resources in
-use (with rich, and plain when rich is missing); through a pipe it is the plain
-periodic table with no escape codes; ``verbose=0..3`` keep Ray's meanings.
+use (with rich, and plain when rich is missing), while the trials' own prints scroll
+above it; through a pipe it is the plain periodic table with no escape codes;
+``verbose=0..3`` keep Ray's meanings.
 
-Each test runs a real experiment in its own Python process."""
+Each test runs a real experiment in its own Python process; what the terminal shows
+is rebuilt from the bytes written to it by pyte, a VT100 emulator."""
 
 from __future__ import annotations
 
@@ -17,13 +19,12 @@ import subprocess
 import sys
 import termios
 import time
+from dataclasses import dataclass, field
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ERASE = re.compile(r"\x1b\[(\d+)A\r\x1b\[J")
-CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-COLUMNS = 150
+COLUMNS, LINES = 150, 60
 
 SCRIPT = """
 import sys, time
@@ -33,6 +34,7 @@ import fasttune as tune
 def train(config):
     for i in range(1, 6):
         time.sleep(0.15)
+        print(f"PRINTED x={{config['x']}} i={{i}}", flush=True)  # to the same terminal
         tune.report({{"loss": config["x"] / i}})
 
 tune.init(num_cpus=2, num_gpus=0)
@@ -60,11 +62,27 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_on_a_terminal(tmp_path, **kwargs) -> str:
+@dataclass
+class Terminal:
+    """What a run wrote to its terminal: the raw text, the screen after each read
+    (rows, right-stripped) and at the end."""
+
+    raw: str = ""
+    screens: list[list[str]] = field(default_factory=list)
+    scrolled_off: list[str] = field(default_factory=list)  # above the screen at the end
+
+    @property
+    def final(self) -> list[str]:
+        """Every row at the end: those scrolled off the top, then the screen's."""
+        return self.scrolled_off + self.screens[-1]
+
+
+def run_on_a_terminal(tmp_path, **kwargs) -> Terminal:
     """Run the script with its stdout and stderr on a new pseudo-terminal of
-    ``COLUMNS`` columns; everything written to it, as bytes decoded."""
+    ``COLUMNS`` x ``LINES``, and watch the screen through pyte."""
+    pyte = pytest.importorskip("pyte", reason='needs the test extra: pip install -e ".[test]"')
     master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, COLUMNS, 0, 0))
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", LINES, COLUMNS, 0, 0))
     process = subprocess.Popen(
         [sys.executable, _script(tmp_path, **kwargs), str(tmp_path / "results")],
         stdin=slave,
@@ -74,6 +92,9 @@ def run_on_a_terminal(tmp_path, **kwargs) -> str:
         close_fds=True,
     )
     os.close(slave)
+    screen = pyte.HistoryScreen(COLUMNS, LINES, history=10_000)
+    stream = pyte.ByteStream(screen)
+    seen = Terminal()
     chunks = []
     deadline = time.monotonic() + 120
     try:
@@ -87,56 +108,70 @@ def run_on_a_terminal(tmp_path, **kwargs) -> str:
                 if not data:
                     break
                 chunks.append(data)
+                stream.feed(data)
+                seen.screens.append([row.rstrip() for row in screen.display])
             elif process.poll() is not None:
                 break
     finally:
         os.close(master)
         process.wait(timeout=30)
-    assert process.returncode == 0, b"".join(chunks).decode(errors="replace")[-3000:]
-    return b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+    seen.raw = b"".join(chunks).decode("utf-8", errors="replace")
+    seen.scrolled_off = [
+        "".join(line[x].data for x in range(COLUMNS)).rstrip() for line in screen.history.top
+    ]
+    assert process.returncode == 0, seen.raw[-3000:]
+    return seen
 
 
-def check_redrawn_in_place(output: str) -> list[str]:
-    """Each erase moves up exactly the rows the previous report drew; the reports."""
-    parts = ERASE.split(output)
-    blocks, ups = parts[0::2], [int(n) for n in parts[1::2]]
-    assert len(ups) >= 3, output  # the table was redrawn, not printed again below
-    for block, up in zip(blocks[1:], ups[1:]):
-        visible = CSI.sub("", block)
-        assert visible.count("\n") == up, (up, visible)
-        assert max(len(line) for line in visible.split("\n")) <= COLUMNS
-    return [CSI.sub("", b) for b in blocks[1:]]
+def check_live_report(seen: Terminal) -> list[list[str]]:
+    """The report is redrawn in place (never two on screen) and every line the trials
+    printed is on the final screen once, above the final report; the screens that
+    showed a live report."""
+    live = [rows for rows in seen.screens if "== Status ==" in rows]
+    assert len(live) >= 3, seen.raw[-2000:]
+    for rows in seen.screens:
+        assert sum(row == "== Status ==" for row in rows) <= 1, "\n".join(rows)
+    printed = [row for row in seen.final if row.startswith("PRINTED ")]
+    assert sorted(printed) == sorted(
+        f"PRINTED x={x} i={i}" for x in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2) for i in range(1, 6)
+    )
+    last_print = max(i for i, row in enumerate(seen.final) if row.startswith("PRINTED "))
+    assert seen.final.index("== Status ==") > last_print
+    return live
 
 
 @pytest.mark.timeout(300)
 def test_live_report_on_a_terminal_with_rich(tmp_path):
     pytest.importorskip("rich", reason='needs the rich extra: pip install "fasttune[rich]"')
-    output = run_on_a_terminal(tmp_path)
-    reports = check_redrawn_in_place(output)
-    assert "\x1b[1m== Status ==" in output  # drawn by rich: styled
-    assert "\x1b[1;32mRUNNING" in output  # statuses in colour
-    assert "━" in output  # rich's bar
-    assert any(re.search(r"\b[1-5]/6 trials done \(\d+%\), ETA \d:\d\d:\d\d", r) for r in reports)
-    assert "Logical resource usage: 2.0/2 CPUs" in output
-    assert "Current best trial:" in output
-    final = CSI.sub("", ERASE.split(output)[-1])
-    assert "6/6 trials done (100%)" in final and "ETA" not in final
-    assert sum(" TERMINATED " in line for line in final.split("\n")) == 6  # table rows
-    assert "Current best trial" in final and "with loss=0.04" in final
-    assert output.rstrip().endswith("RICH IMPORTED")
+    seen = run_on_a_terminal(tmp_path)
+    live = check_live_report(seen)
+    assert "\x1b[1m== Status ==" in seen.raw  # drawn by rich: styled
+    assert "\x1b[1;32mRUNNING" in seen.raw  # statuses in colour
+    bars = [row for rows in live for row in rows if "trials done" in row]
+    assert all(row.startswith("━") for row in bars)  # rich's bar
+    assert any(re.search(r"[1-5]/6 trials done \(\d+%\), ETA \d:\d\d:\d\d", r) for r in bars)
+    assert any("Logical resource usage: 2.0/2 CPUs" in row for rows in live for row in rows)
+    assert any(row.startswith("Current best trial:") for rows in live for row in rows)
+    final = seen.final[seen.final.index("== Status ==") :]
+    assert any("6/6 trials done (100%)" in row for row in final)
+    assert not any("ETA" in row for row in final)
+    assert sum(" TERMINATED " in row for row in final) == 6  # table rows
+    assert any("Current best trial" in row and "with loss=0.04" in row for row in final)
+    assert [row for row in seen.final if row][-1] == "RICH IMPORTED"
 
 
 @pytest.mark.timeout(300)
 def test_live_report_on_a_terminal_without_rich(tmp_path):
-    output = run_on_a_terminal(tmp_path, block_rich=True)
-    reports = check_redrawn_in_place(output)
-    assert "\x1b[1m" not in output  # no styling: only the cursor moves
-    assert any(re.search(r"\[#*\.+\] [0-5]/6 trials done", r) for r in reports)
-    assert any("ETA" in r for r in reports)
-    final = ERASE.split(output)[-1]
+    seen = run_on_a_terminal(tmp_path, block_rich=True)
+    live = check_live_report(seen)
+    assert "\x1b[1m" not in seen.raw  # no styling: only the cursor moves
+    bars = [row for rows in live for row in rows if "trials done" in row]
+    assert any(re.fullmatch(r"\[#*\.+\] [0-5]/6 trials done.*", row) for row in bars)
+    assert any("ETA" in row for row in bars)
+    final = seen.final[seen.final.index("== Status ==") :]
     assert "[" + "#" * 30 + "] 6/6 trials done (100%)" in final
-    assert sum(line.startswith("| train_") for line in final.split("\n")) == 6
-    assert output.rstrip().endswith("NO RICH")
+    assert sum(row.startswith("| train_") for row in final) == 6
+    assert [row for row in seen.final if row][-1] == "NO RICH"
 
 
 def run_through_a_pipe(tmp_path, verbose: int) -> str:
@@ -155,7 +190,8 @@ def run_through_a_pipe(tmp_path, verbose: int) -> str:
 @pytest.mark.timeout(300)
 def test_off_a_terminal_the_plain_table_and_verbose_levels(tmp_path):
     quiet = run_through_a_pipe(tmp_path / "v0", 0)
-    assert quiet.strip() == "NO RICH"  # verbose=0: nothing at all
+    lines = [line for line in quiet.splitlines() if line and not line.startswith("PRINTED ")]
+    assert lines == ["NO RICH"]  # verbose=0: nothing but the trials' own prints
 
     status = run_through_a_pipe(tmp_path / "v1", 1)
     assert "\x1b[" not in status  # no escape codes in a log
