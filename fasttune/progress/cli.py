@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, TextIO
 
@@ -80,8 +81,11 @@ class CLIReporter(TuneReporterBase):
 
     @property
     def redraws(self) -> bool:
-        """Whether reports replace the previous one in place."""
-        return _is_tty(self.stream) if self._redraw is None else self._redraw
+        """Whether reports replace the previous one in place (on a terminal that is
+        not ``TERM=dumb``, unless ``redraw`` says)."""
+        if self._redraw is not None:
+            return self._redraw
+        return _is_tty(self.stream) and os.environ.get("TERM") != "dumb"
 
     @property
     def max_report_frequency(self) -> float:

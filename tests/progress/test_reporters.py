@@ -46,6 +46,12 @@ class FakeTTY(io.StringIO):
 MakeTrial = Callable[..., Trial]
 
 
+@pytest.fixture(autouse=True)
+def _terminal_type(monkeypatch) -> None:
+    """A terminal that moves its cursor, whatever TERM the test run has (CI: dumb)."""
+    monkeypatch.setenv("TERM", "xterm-256color")
+
+
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
@@ -398,6 +404,15 @@ def test_rich_asked_for_but_missing_names_the_extra(make_trial: MakeTrial, monke
     tty = FakeTTY()
     CLIReporter(out=tty).report([make_trial(0)], False)  # by default: plain text
     assert "== Status ==" in tty.getvalue() and "\x1b[1m" not in tty.getvalue()
+
+
+def test_a_dumb_terminal_gets_the_plain_reports(make_trial: MakeTrial, monkeypatch) -> None:
+    monkeypatch.setenv("TERM", "dumb")  # a terminal without cursor movement (emacs M-x shell)
+    tty = FakeTTY()
+    reporter = CLIReporter(out=tty)
+    assert not reporter.redraws and reporter.max_report_frequency == 5.0
+    reporter.report([make_trial(0)], False)
+    assert not ANSI.search(tty.getvalue())
 
 
 def test_final_report_stays_on_terminal(make_trial: MakeTrial) -> None:
