@@ -74,13 +74,16 @@ class RichFormat:
 
         numeric = _numeric_columns(rows, len(headers))
         table = Table(box=self._box, header_style="bold", show_edge=False, pad_edge=False)
-        for header, is_numeric in zip(headers, numeric):
+        # names end with the trial's id: shorten the other columns first
+        widest_name = max((len(str(row[0])) for row in rows), default=0)
+        min_widths = {0: min(widest_name, self.width // 2), 1: len("TERMINATED")}
+        for i, (header, is_numeric) in enumerate(zip(headers, numeric)):
             table.add_column(
                 header,
                 justify="right" if is_numeric else "left",
                 no_wrap=True,
                 overflow="ellipsis",
-                min_width=len("TERMINATED") if header == "status" else None,
+                min_width=min_widths.get(i) if header in ("Trial name", "status") else None,
             )
         status_at = list(headers).index("status") if "status" in headers else -1
         for row in rows:
