@@ -21,8 +21,30 @@ def noop_hook(method: F) -> F:
     return method
 
 
+_FORWARDS = "__fasttune_forwards_to__"
+
+
+def forwarding_hook(attribute: str) -> Callable[[F], F]:
+    """Mark a method that only calls the same method of ``self.<attribute>`` (a wrapper
+    such as a concurrency limiter): it does nothing exactly when that one does nothing."""
+
+    def mark(method: F) -> F:
+        setattr(method, _FORWARDS, attribute)
+        return method
+
+    return mark
+
+
 def is_noop_hook(plugin: Any, name: str) -> bool:
-    """Whether ``plugin.<name>`` is a method marked by :func:`noop_hook` (not overridden)."""
+    """Whether ``plugin.<name>`` is a method marked by :func:`noop_hook` (not overridden),
+    or one marked by :func:`forwarding_hook` whose target's method is."""
     if name in getattr(plugin, "__dict__", {}):
         return False
-    return bool(getattr(getattr(type(plugin), name, None), _MARK, False))
+    method = getattr(type(plugin), name, None)
+    if getattr(method, _MARK, False):
+        return True
+    attribute = getattr(method, _FORWARDS, None)
+    if attribute is None:
+        return False
+    inner = getattr(plugin, attribute, None)
+    return inner is not None and inner is not plugin and is_noop_hook(inner, name)

@@ -29,6 +29,7 @@ import logging
 from numbers import Integral
 from typing import Any
 
+from fasttune._support.noop_hooks import forwarding_hook
 from fasttune.search.search_algorithm import check_state_kind
 from fasttune.search.search_generator import (
     _restore_searcher,
@@ -153,6 +154,7 @@ class ConcurrencyLimiter(Searcher):
             self.num_unfinished_live_trials += 1
         return suggestion
 
+    @forwarding_hook("searcher")
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         self.searcher.on_trial_result(trial_id, result)
 

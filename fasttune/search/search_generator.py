@@ -29,6 +29,7 @@ from typing import Any
 
 import cloudpickle
 
+from fasttune._support.noop_hooks import forwarding_hook
 from fasttune.search._presets import check_num_samples
 from fasttune.search._spec_paths import parse_spec_vars, resolve_nested_dict
 from fasttune.search._spec_view import contains_unresolved, is_unresolved, path_str
@@ -170,6 +171,7 @@ class SearchGenerator(SearchAlgorithm):
     def is_finished(self) -> bool:
         return self._finished or 0 <= self._num_samples <= self._counter
 
+    @forwarding_hook("searcher")
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         self.searcher.on_trial_result(trial_id, result)
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._support.metric_mode import MetricModeMixin, validate_metric_mode
+from fasttune._support.noop_hooks import noop_hook
 from fasttune.storage.filesystem import get_fs_and_path, is_url
 from fasttune.storage.plugin_state import newest_matching, read_pickle, write_pickle
 
@@ -99,6 +100,7 @@ class Searcher(MetricModeMixin):
             "Searcher.FINISHED."
         )
 
+    @noop_hook
     def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
         """Hear an intermediate result (may lack the metric or hold NaN)."""
 

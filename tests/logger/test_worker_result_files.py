@@ -227,3 +227,28 @@ def test_statistics_of_a_batch_merge_as_if_recorded_one_by_one():
     )
     for key, figures in one_by_one.metric_analysis.items():
         assert merged.metric_analysis[key] == pytest.approx(figures), key
+
+
+def test_searchers_that_ignore_intermediate_results_let_workers_send_the_last_one():
+    """Wrappers (the search generator, a concurrency limiter) forward on_trial_result:
+    they listen exactly when the searcher they wrap does."""
+    from fasttune._support.noop_hooks import is_noop_hook
+    from fasttune.search import ConcurrencyLimiter, Searcher
+    from fasttune.search.hyperopt import HyperOptSearch
+    from fasttune.search.optuna import OptunaSearch
+    from fasttune.search.search_generator import SearchGenerator
+
+    class Listening(Searcher):
+        def suggest(self, trial_id):
+            return {}
+
+        def on_trial_result(self, trial_id, result):
+            pass
+
+    def listens(searcher):
+        return not is_noop_hook(SearchGenerator(searcher), "on_trial_result")
+
+    assert not listens(HyperOptSearch())
+    assert not listens(ConcurrencyLimiter(HyperOptSearch(), 2))
+    assert listens(OptunaSearch())  # intermediate values, for its pruners
+    assert listens(ConcurrencyLimiter(Listening(), 2))
