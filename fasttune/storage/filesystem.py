@@ -252,13 +252,17 @@ class FsspecFileSystem(FileSystem):
         return bytes(self.fs.cat_file(path))
 
     def read_many(self, paths: Sequence[str]) -> dict[str, bytes]:
-        if not paths:
-            return {}
-        # fsspec's cat of a list: concurrent requests on async stores (s3fs, gcsfs)
-        found = self.fs.cat(list(paths), on_error="omit")
-        strip = self.fs._strip_protocol
-        wanted = {strip(path): path for path in paths}
-        return {wanted.get(strip(key), key): bytes(data) for key, data in found.items()}
+        # fsspec's cat of a list: concurrent requests on async stores (s3fs, gcsfs). It
+        # reads a path with *, ? or [ as a glob: those (a trial folder named after a list
+        # value) are read one by one.
+        plain = [path for path in paths if not any(c in path for c in "*?[")]
+        out = super().read_many([path for path in paths if any(c in path for c in "*?[")])
+        if plain:
+            found = self.fs.cat(plain, on_error="omit")
+            strip = self.fs._strip_protocol
+            wanted = {strip(path): path for path in plain}
+            out.update({wanted.get(strip(k), k): bytes(data) for k, data in found.items()})
+        return out
 
     def write_bytes_atomic(self, path: str, data: bytes) -> None:
         # Object stores publish a whole object at once; ``pipe`` is one PUT.

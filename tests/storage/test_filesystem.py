@@ -244,6 +244,8 @@ def test_read_many_returns_the_files_that_exist(kind, request, tmp_path, memory_
     fs, root = get_fs_and_path(url)
     fs.makedirs(root)
     wanted = {fs.join(root, f"t{i}", "params.json"): f'{{"i": {i}}}'.encode() for i in range(40)}
+    wanted[fs.join(root, "t_x=[1, 2]", "params.json")] = b'{"x": [1, 2]}'  # not a glob
+    fs.write_bytes_atomic(fs.join(root, "t_x=1", "params.json"), b"{}")  # what it would match
     for path, data in wanted.items():
         fs.write_bytes_atomic(path, data)
     missing = [fs.join(root, "t99", "params.json"), fs.join(root, "t0", "nope.json")]
