@@ -92,6 +92,7 @@ class Tuner:
         from fasttune.results import ExperimentAnalysis, ResultGrid
 
         executor = self._executor or _default_executor()
+        _prestart(executor, self._trainable_cls)
         # Pickled before the plugins are configured, so that a restore gets them as
         # the user built them.
         tuner_blob = self._pickle_tuner_inputs()
@@ -357,6 +358,22 @@ class Tuner:
             resume_errored=self._restore["resume_errored"],
             restart_errored=self._restore["restart_errored"],
         )
+
+
+def _prestart(executor: Any, trainable_cls: Any) -> None:
+    """Let an executor whose workers take long to start (a Ray actor: ~1 s) start the
+    first one now, while the run is being set up, if the trainable's resources do not
+    depend on the config."""
+    prestart = getattr(executor, "prestart", None)
+    if prestart is None:
+        return
+    from fasttune._internal.spec_builder import resources_function
+
+    try:
+        resources = resources_function(trainable_cls)({})
+    except Exception:  # they depend on the config: the first trial asks for them
+        return
+    prestart(resources)
 
 
 def _remote_lease(storage: Any) -> Any:

@@ -404,7 +404,7 @@ def build_run_spec(
         time_budget_s=tune_config.time_budget_s,
         log_to_file=_log_files(run_config.log_to_file),
         chdir=_chdir_enabled(),
-        flow=flow_control.UNDECIDED if result_files else flow_control.for_scheduler(scheduler),
+        flow=_flow(executor, scheduler, stopper, criterion, result_files),
         max_pending_trials=_max_pending_trials(search_alg, resource_manager),
         experiment_id=uuid.uuid4().hex,
         meta={"name": name, "trainable_name": trainable_name, "metric": metric, "mode": mode},
@@ -412,6 +412,30 @@ def build_run_spec(
         storage=storage,
         result_files=result_files,
         last_result_only=last_result_only,
+    )
+
+
+def _flow(
+    executor: Any, scheduler: Any, stopper: Any, criterion: dict[str, Any], result_files: Any
+) -> flow_control.FlowControl:
+    """:data:`~flow_control.UNDECIDED` when no decision can come on a result: where the
+    workers write the result files, and on an executor whose workers cannot (a Ray
+    cluster: there a wait for each decision costs a round trip between machines);
+    else what the scheduler tolerates."""
+    if result_files or (
+        not getattr(executor, "writes_result_files", False)
+        and _no_decision_on_results(scheduler, stopper, criterion)
+    ):
+        return flow_control.UNDECIDED
+    return flow_control.for_scheduler(scheduler)
+
+
+def _no_decision_on_results(scheduler: Any, stopper: Any, criterion: dict[str, Any]) -> bool:
+    """No stopper, no callable criterion, a scheduler that ignores intermediate results."""
+    return (
+        stopper is None
+        and not any(callable(v) for v in criterion.values())
+        and is_noop_hook(scheduler, "on_trial_result")
     )
 
 
@@ -426,9 +450,6 @@ def _results_written_as_reported(
     """
     if os.environ.get("FASTTUNE_DRIVER_WRITES_RESULTS", "0") == "1":
         return False
-    return (
-        bool(getattr(executor, "writes_result_files", False))
-        and stopper is None
-        and not any(callable(v) for v in criterion.values())
-        and is_noop_hook(scheduler, "on_trial_result")
+    return bool(getattr(executor, "writes_result_files", False)) and _no_decision_on_results(
+        scheduler, stopper, criterion
     )

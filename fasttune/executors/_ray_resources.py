@@ -111,6 +111,7 @@ class RayResourceManager:
         self._held: dict[str, tuple[PlacedGroup, Allocation]] = {}
         self._free: list[PlacedGroup] = []  # placed and unheld, least recently used first
         self._staging: dict[PlacementGroupFactory, PlacedGroup] = {}  # asked for, not placed
+        self._hints: set[PlacementGroupFactory] = set()  # staged by prepare(), unrequested
         self._fits: set[PlacementGroupFactory] = set()  # requests check_fits accepted
         self._facts = _ClusterFacts()
         self._closed = False
@@ -191,6 +192,19 @@ class RayResourceManager:
         self._ask_for(pgf)
         return False
 
+    def prepare(self, pgf: PlacementGroupFactory | Any) -> None:
+        """Ask for a group of this shape before any trial does (a hint: the first trial
+        then finds it placed). A request of another shape drops it.
+
+        Raises:
+            ValueError: If the request can never fit (see :meth:`check_fits`).
+        """
+        pgf = _factory(pgf)
+        self.check_fits(pgf)
+        if self._find_free(pgf) is None and pgf not in self._staging:
+            self._ask_for(pgf)
+            self._hints.add(pgf)
+
     def try_allocate(self, trial_id: str, pgf: PlacementGroupFactory | Any) -> Allocation | None:
         """Hand ``trial_id`` a placed group for the request, or ask for one and return None.
 
@@ -207,6 +221,7 @@ class RayResourceManager:
             self._free.remove(group)
         elif self._staged_ready(pgf):
             group = self._staging.pop(pgf)
+            self._hints.discard(pgf)
         else:
             self._ask_for(pgf)
             return None
@@ -260,6 +275,7 @@ class RayResourceManager:
         self._held.clear()
         self._free.clear()
         self._staging.clear()
+        self._hints.clear()
         for group in groups:
             self._remove(group, notify=False)
 
@@ -283,6 +299,12 @@ class RayResourceManager:
 
     def _ask_for(self, pgf: PlacementGroupFactory) -> None:
         """Ask Ray for a group of this shape (one at a time per shape), and make room."""
+        self._hints.discard(pgf)  # asked for by a trial now, if it was a hint
+        for hint in [h for h in self._hints if h != pgf]:  # a hint of another shape
+            self._hints.discard(hint)
+            group = self._staging.pop(hint, None)
+            if group is not None:
+                self._remove(group)
         if pgf not in self._staging:
             args, kwargs = pgf.placement_group_args
             kwargs.setdefault("strategy", pgf.strategy)

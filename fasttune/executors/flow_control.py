@@ -42,7 +42,10 @@ When nothing on the driver decides per result (:data:`UNDECIDED`)
     write the result files themselves (``logger/trial_result_files.py``) and no
     decision can come on a result: a trial has no lookahead bound and a credit of
     two full batches, so it never waits for the driver's answer; commands (a stop of
-    the whole run, a pause) still reach it after its current iteration.
+    the whole run, a pause) still reach it after its current iteration. The Ray
+    executor, whose workers cannot write the files (the driver does), gets this flow
+    in the same case, and keeps a second call queued behind the one a trial trains
+    in: it then never waits for a round trip between machines either.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ is asked for, so that Ray starts it (~1 s: a worker process) while it places the
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pickle
 import sys
@@ -144,6 +145,15 @@ class RayExecutor(Executor):
         """True when this executor opened the Ray connection (and will close it)."""
         return self._connection.owned
 
+    def prestart(self, resources: Any) -> None:
+        """Ask Ray now for a group of these resources and start its actor (a hint, given
+        as ``fit()`` begins: the first trial then finds them placed, or nearly). A
+        request that cannot fit is left for the trial, which reports it."""
+        try:
+            self._resources.prepare(resources)
+        except Exception:
+            logger.debug("prestart(%r) asked for nothing", resources, exc_info=True)
+
     # ------------------------------------------------------------------ commands
     def start_trial(self, launch: TrialLaunch) -> None:
         if self._closed:
@@ -196,7 +206,8 @@ class RayExecutor(Executor):
             if blob is None:
                 blob = self._blobs[launch.trainable_key] = self._ray.put(launch.trainable_blob)
         self._call(actor, [(START, replace(launch, trainable_blob=b""))], blob)
-        self._call(actor, [])  # trains right behind the start, which replies at once
+        for _ in range(_depth(launch)):  # trains right behind the start, which replies at once
+            self._call(actor, [])
 
     def _call(self, actor: _Actor, commands: list[Command], blob: Any = None) -> None:
         ref = actor.handle.step.remote(dumps(commands), blob)
@@ -245,9 +256,13 @@ class RayExecutor(Executor):
                 return
             for blob in replies:
                 self._accept(actor, pickle.loads(blob), events)
-            # A trial that may train keeps a call in flight (the actor trains in it).
-            if can_train and not calls and actor.launch is not None and not actor.stopping:
-                self._call(actor, [])
+            # A trial that may train keeps a call in flight (the actor trains in it); one
+            # that never waits for a decision (no lookahead bound) keeps two, so that
+            # it trains on while a reply and the next call travel.
+            launch = actor.launch
+            if can_train and launch is not None and not actor.stopping:
+                for _ in range(_depth(launch) - len(calls)):
+                    self._call(actor, [])
 
     def _accept(self, actor: _Actor, event: Event, events: list[Event]) -> None:
         launch = actor.launch
@@ -427,6 +442,12 @@ class _RayObjects:
         from ray import cloudpickle
 
         self._ref = cloudpickle.loads(state["ref"])
+
+
+def _depth(launch: TrialLaunch) -> int:
+    """Calls to keep in flight to a trial that may train: 2 where it never waits for a
+    decision (the next one queued behind the one it trains in), else 1."""
+    return 2 if math.isinf(launch.lookahead_s) else 1
 
 
 def _driver_sys_path() -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import time
 from typing import Any
 
 import pytest
@@ -203,3 +204,40 @@ def test_with_parameters_objects_reach_every_actor(ray_connected, run_config):
     grid = _fit(tune.with_parameters(data_fn, data=data), run_config, n=3, reuse_actors=False)
     assert [r.metrics["size"] for r in grid] == [len(data)] * 3
     assert len({r.metrics["actor_id"] for r in grid}) == 3
+
+
+def _groups() -> dict[str, str]:
+    """Placement group id -> state, of every group this cluster has had."""
+    from ray.util import placement_group_table
+
+    return {pg_id: info["state"] for pg_id, info in placement_group_table().items()}
+
+
+def test_the_group_asked_for_as_fit_begins_is_the_first_trials(ray_connected, run_config):
+    """fit() asks for the trainable's group (and starts its actor) before the run is set
+    up; the first trial takes that group: one group for a one-trial run."""
+    before = _groups()
+    trainable = tune.with_resources(where_fn, {"cpu": 2})
+    grid = tune.Tuner(trainable, run_config=run_config()).fit()
+    assert grid.num_terminated == 1
+    new = {pg: state for pg, state in _groups().items() if pg not in before}
+    assert list(new.values()) == ["REMOVED"]
+
+
+def test_a_prepared_group_of_another_shape_is_dropped_for_a_request(ray_connected):
+    """A hint of the wrong shape (resources that turned out to depend on the config)
+    never holds resources a trial waits for."""
+    from fasttune.executors._ray_resources import RayResourceManager
+
+    manager = RayResourceManager(ray, autoscaling=False)
+    before = _groups()
+    manager.prepare({"CPU": 1, "head": 1})
+    [hinted] = [pg for pg in _groups() if pg not in before]
+    allocation = None
+    deadline = time.monotonic() + 60
+    while allocation is None:  # a request of another shape: the hint goes
+        assert time.monotonic() < deadline
+        allocation = manager.try_allocate("t", {"CPU": 2, "head": 1})
+        time.sleep(0.05)
+    assert _groups()[hinted] == "REMOVED"
+    manager.shutdown()
