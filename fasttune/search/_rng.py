@@ -27,13 +27,17 @@ class _RandomSource:
     """
 
     def __init__(self, random_state: RandomState = None) -> None:
-        import numpy as np
-
         if isinstance(random_state, _RandomSource):
             self._rng: Any = random_state._rng
-        elif random_state is None:
+            return
+        if random_state is None:
+            # numpy's global generator, resolved when a draw needs it: a search space
+            # without random domains (a grid) never imports numpy.
             self._rng = None
-        elif isinstance(random_state, (np.random.Generator, np.random.RandomState)):
+            return
+        import numpy as np
+
+        if isinstance(random_state, (np.random.Generator, np.random.RandomState)):
             self._rng = random_state
         elif isinstance(random_state, Integral) and not isinstance(random_state, bool):
             self._rng = np.random.default_rng(int(random_state))

@@ -26,6 +26,7 @@ from typing import Any
 
 import cloudpickle
 
+from fasttune.search._domains import Domain
 from fasttune.search._presets import check_num_samples, count_variants, resolved_with_presets
 from fasttune.search._rng import RandomState, as_random_source
 from fasttune.search._spec_paths import Path
@@ -138,7 +139,7 @@ class BasicVariantGenerator(SearchAlgorithm):
         self._num_samples = int(num_samples)
         self._num_passes = len(self._points) + max(passes - len(self._points), 0)
         self._total_samples = -1 if total == math.inf else int(total)
-        if self._rng is None:
+        if self._rng is None and _draws_at_random(self._space, self._points):
             import numpy as np
 
             # A Generator, not a legacy RandomState: its state is a few ints, so the
@@ -352,6 +353,21 @@ def _snapshot(rng: Any) -> Any:
     if bit_generator is not None:
         return (type(bit_generator), bit_generator.state)
     return pickle.dumps(rng)  # a legacy RandomState: 2.5 KB of state
+
+
+def _draws_at_random(space: Any, points: Sequence[Any]) -> bool:
+    """Whether the space (or a point) holds a domain to sample: a grid of constants
+    needs no generator, and then numpy is never imported."""
+    stack = [space, list(points)]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Domain):
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return False
 
 
 def _restored(snapshot: Any) -> Any:

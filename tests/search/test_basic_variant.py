@@ -277,3 +277,36 @@ def test_constant_space_gives_one_config_per_sample():
     suggestions = drain(gen)
     assert [s.config for s in suggestions] == [{"x": 1}] * 3
     assert {s.tag for s in suggestions} == {""}
+
+
+def test_a_grid_of_constants_never_imports_numpy(tmp_path):
+    """numpy costs the start of a run a tenth of a second; a space with nothing to
+    sample does not need it (a space with a random domain still draws from numpy)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import fasttune as tune
+
+        def f(config):
+            tune.report({{"a": config["x"]}})
+
+        grid = tune.Tuner(
+            f,
+            param_space={{"x": tune.grid_search([1, 2]), "y": {{"z": 3}}}},
+            run_config=tune.RunConfig(storage_path={str(tmp_path)!r}, verbose=0),
+        ).fit()
+        assert sorted(r.metrics["a"] for r in grid) == [1, 2]
+        print("numpy" in sys.modules)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    sampled, constant = BasicVariantGenerator(), BasicVariantGenerator()
+    sampled.add_configurations({"x": uniform(0, 1)}, num_samples=2)
+    constant.add_configurations({"x": grid_search([1, 2])}, num_samples=2)
+    assert isinstance(sampled._rng, np.random.Generator) and constant._rng is None
