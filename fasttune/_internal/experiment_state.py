@@ -275,12 +275,18 @@ class ExperimentStateStore:
                 "seen": seen,
                 "num_trials": len(trials),
             }
+            # The directory's fsync is the snapshot's, below: a power loss may leave the
+            # previous plugin states beside the new snapshot, which a restore replays from.
             atomic_write_bytes(
-                self._file(SCHEDULER_STATE_FILE), cloudpickle.dumps(document_of_scheduler)
+                self._file(SCHEDULER_STATE_FILE),
+                cloudpickle.dumps(document_of_scheduler),
+                sync_dir=False,
             )
         if callbacks is not None:
             atomic_write_bytes(
-                self._file(CALLBACK_STATE_FILE), cloudpickle.dumps(callbacks.get_state())
+                self._file(CALLBACK_STATE_FILE),
+                cloudpickle.dumps(callbacks.get_state()),
+                sync_dir=False,
             )
         self._write_base(trials)
         document = {

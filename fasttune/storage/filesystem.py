@@ -422,13 +422,18 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, durable: bool = True, sync_dir: bool = True
+) -> None:
     """Write ``data`` to ``path`` atomically (temp file, fsync, replace).
 
     With ``durable=False`` the fsyncs are skipped: the write still survives a crash
     of this process (never torn), but not a power loss. For hot-path state.
+    ``sync_dir=False`` leaves the directory's fsync to a later durable write in the
+    same directory (it makes every rename there durable at once): the file is then
+    whole after a power loss, but may be its previous version.
     """
-    with atomic_open(path, "wb", durable=durable) as f:
+    with atomic_open(path, "wb", durable=durable, sync_dir=sync_dir) as f:
         f.write(data)
 
 
@@ -442,7 +447,7 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, **dump_kwargs: Any
 
 @contextmanager
 def atomic_open(
-    path: str | os.PathLike[str], mode: str = "wb", *, durable: bool = True
+    path: str | os.PathLike[str], mode: str = "wb", *, durable: bool = True, sync_dir: bool = True
 ) -> Iterator[IO[Any]]:
     """Open a temp file beside ``path``; it replaces ``path`` only if the block succeeds.
 
@@ -450,6 +455,7 @@ def atomic_open(
         path: The file to (re)write.
         mode: ``"wb"`` (bytes) or ``"w"`` (UTF-8 text).
         durable: fsync the file and its directory (survives power loss, not only crashes).
+        sync_dir: With ``durable``, fsync the directory too (see :func:`atomic_write_bytes`).
 
     Raises:
         ValueError: For any other ``mode``.
@@ -470,5 +476,5 @@ def atomic_open(
         if os.path.lexists(tmp):
             os.remove(tmp)
         raise
-    if durable:
+    if durable and sync_dir:
         _fsync_dir(directory)

@@ -169,9 +169,11 @@ def check_writable(storage: ExperimentStorage, value: Any, *, owner: str = "RunC
     try:
         if fs.is_local:
             fs.makedirs(storage.path)
+            with open(probe, "xb") as f:  # a plain write tells as much, without fsyncs
+                f.write(b"ok")
         else:
             os.makedirs(storage.local_path, exist_ok=True)
-        fs.write_bytes_atomic(probe, b"ok")
+            fs.write_bytes_atomic(probe, b"ok")
         fs.delete_files([probe])
     except Exception as e:
         reason = (e.strerror if isinstance(e, OSError) else None) or f"{type(e).__name__}: {e}"
