@@ -37,6 +37,12 @@ Who gets which credit (:func:`for_scheduler`)
     the worker itself, so they are exact in every case; a callable or ``Stopper``
     stop decides on the driver, within the lookahead bound.
 
+Checkpoints
+    After a result that carries a checkpoint, a trial waits for its grant before its
+    next iteration, whatever its credit: the driver has then registered the
+    checkpoint, so a driver killed at any moment costs at most the iterations since
+    the trial's last checkpoint (plus the one in progress).
+
 When nothing on the driver decides per result (:data:`UNDECIDED`)
     With no stopper and a scheduler that ignores intermediate results, the workers
     write the result files themselves (``logger/trial_result_files.py``) and no

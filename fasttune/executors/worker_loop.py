@@ -126,6 +126,7 @@ class WorkerLoop:
         self._saved: tuple[str, int] | None = None  # (trial id, iteration) last saved
         self._uploaded: str | None = None  # the checkpoint last uploaded to storage
         self._files: TrialResultFiles | None = None  # the hosted trial's result files
+        self._checkpoint_unacked = False  # a result with a checkpoint awaits its grant
         self.retired = False  # the last trial ended and nothing is kept for reuse
         self.exit_requested = False
 
@@ -139,14 +140,15 @@ class WorkerLoop:
     def can_train(self) -> bool:
         """True when the hosted trial is not done and may start its next iteration.
 
-        It needs credit left, and its lookahead under ``launch.lookahead_s``:
+        It needs credit left, its lookahead under ``launch.lookahead_s``:
         unacknowledged iterations x estimated iteration time (with none unacknowledged
-        it may always run).
+        it may always run), and no result with a checkpoint awaiting its grant.
         """
         launch = self._launch
         return (
             launch is not None
             and not self._finished
+            and not (self._checkpoint_unacked and self._unacked)
             and may_run(self._credit, self._unacked, self._iteration_s, launch.lookahead_s)
         )
 
@@ -174,6 +176,8 @@ class WorkerLoop:
             if self._launch is not None:
                 self._credit += argument
                 self._unacked = max(0, self._unacked - argument)
+                if not self._unacked:
+                    self._checkpoint_unacked = False
         elif op == START:
             self._start(argument)
         elif op == SAVE:
@@ -248,6 +252,9 @@ class WorkerLoop:
                         except _TRIAL_ERRORS:
                             buffer.pop()
                             raise
+                    # Train on once the driver has it: a driver killed meanwhile would
+                    # restore an older checkpoint, and more than its interval would rerun.
+                    self._checkpoint_unacked = True
                     break
                 if len(buffer) >= max_length:
                     break
@@ -303,6 +310,7 @@ class WorkerLoop:
         self._uploaded = None
         self._credit = launch.initial_credit
         self._unacked = 0
+        self._checkpoint_unacked = False
         self._iteration_s = 0.0
         self._finished = False
         during = "start"
