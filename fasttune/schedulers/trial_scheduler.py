@@ -224,7 +224,7 @@ class FIFOScheduler(TrialScheduler):
                 if trial.status != status:
                     continue
                 request = trial.placement_group_factory
-                if any(request is r or request == r for r in refused):
+                if refused and any(request is r or request == r for r in refused):
                     continue
                 if tune_controller.has_resources_for_trial(trial):
                     return trial
