@@ -40,6 +40,10 @@ def varint(n: int) -> bytes:
     """``n`` (>= 0) as a base-128 varint, low groups first."""
     if n < 0x80:
         return _SMALL_VARINTS[n]
+    if n < 0x4000:  # steps and lengths of every result: two bytes, no loop
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes((n & 0x7F | 0x80, (n >> 7) & 0x7F | 0x80, n >> 14))
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)

@@ -28,9 +28,12 @@ _STEP_AND_SUMMARY = [(b"\x10" + bytes((n,)) if n else b"") + b"\x2a" for n in ra
 _SMALL_LENGTHS = [bytes((n,)) for n in range(0x80)]
 
 
+_varint = _tb_proto.varint
+
+
 def _step_and_summary(step: int) -> bytes:
     """The step field (``step`` > 0) and the summary's key of an ``Event``."""
-    return b"\x10" + _tb_proto.varint(step) + b"\x2a"
+    return b"\x10" + _varint(step) + b"\x2a"
 
 
 def _crc32c_table() -> list[int]:
@@ -128,7 +131,7 @@ class EventFileWriter:
                     _WALL_TIME_KEY,
                     _pack_double(time.time()),
                     _STEP_AND_SUMMARY[step] if step < 0x80 else _step_and_summary(step),
-                    _SMALL_LENGTHS[size] if size < 0x80 else _tb_proto.varint(size),
+                    _SMALL_LENGTHS[size] if size < 0x80 else _varint(size),
                     summary,
                 )
             )
