@@ -147,13 +147,13 @@ def test_a_paused_drivers_stale_lease_is_taken_over_and_it_stops_when_resumed(
         url,
         str(tmp_path / "machine1"),
         TUNE_GLOBAL_CHECKPOINT_S="0.2",
-        FASTTUNE_LEASE_TTL_S="2",
+        FASTTUNE_LEASE_TTL_S="5",  # renewed every 1.25 s: fresh when looked at below
     )
     try:
         _wait(lambda: bucket.exists(bucket.manifest) and bucket.generation() >= 3, "commits")
         first.send_signal(signal.SIGSTOP)  # alive, but it renews nothing any more
         holder = bucket.json(bucket.lease)
-        assert holder["pid"] == first.pid and holder["ttl_s"] == 2
+        assert holder["pid"] == first.pid and holder["ttl_s"] == 5
         with pytest.raises(ExperimentInUseError, match=rf"pid {first.pid} on host"):
             tune.Tuner.restore(experiment, trainable=slow_counter)  # still fresh
         _wait(lambda: time.time() > holder["renewed"] + holder["ttl_s"] + 0.2, "the lease to age")
