@@ -31,19 +31,27 @@ _VOLATILE = {
 }  # fmt: skip
 
 
-def _reports(config):
+def _start():
+    """The iteration to start from: 0, or the one after the checkpoint restored."""
     checkpoint = tune.get_checkpoint()
-    start = 0
-    if checkpoint is not None:
-        with checkpoint.as_directory() as d:
-            start = json.load(open(os.path.join(d, "state.json")))["i"]
-    for i in range(start, 6):
+    if checkpoint is None:
+        return 0
+    with checkpoint.as_directory() as d:
+        return json.load(open(os.path.join(d, "state.json")))["i"]
+
+
+def _report_with_checkpoint(metrics, i):
+    d = os.path.join(os.getcwd(), f"ck_{i}")
+    os.makedirs(d, exist_ok=True)
+    json.dump({"i": i + 1}, open(os.path.join(d, "state.json"), "w"))
+    tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def _reports(config):
+    for i in range(_start(), 6):
         metrics = {"score": config["x"] * i, "nested": {"a": i, "b": "text"}, "flag": i % 2 == 0}
         if i == 3:
-            d = os.path.join(os.getcwd(), f"ck_{i}")
-            os.makedirs(d, exist_ok=True)
-            json.dump({"i": i + 1}, open(os.path.join(d, "state.json"), "w"))
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
+            _report_with_checkpoint(metrics, i)
         else:
             tune.report(metrics)
 
@@ -120,20 +128,12 @@ def test_a_resumed_trial_continues_its_files_once(tmp_path, monkeypatch):
     files back to the checkpoint's iteration before writing, so each iteration is once."""
 
     def flaky(config):
-        checkpoint = tune.get_checkpoint()
-        start = 0
-        if checkpoint is not None:
-            with checkpoint.as_directory() as d:
-                start = json.load(open(os.path.join(d, "state.json")))["i"]
-        for i in range(start, 6):
+        for i in range(_start(), 6):
             if i == 4 and not os.path.exists(config["marker"]):
                 open(config["marker"], "w").close()
                 raise RuntimeError("once")
             if i == 2:
-                d = os.path.join(os.getcwd(), f"ck_{i}")
-                os.makedirs(d, exist_ok=True)
-                json.dump({"i": i + 1}, open(os.path.join(d, "state.json"), "w"))
-                tune.report({"i": i}, checkpoint=tune.Checkpoint.from_directory(d))
+                _report_with_checkpoint({"i": i}, i)
             else:
                 tune.report({"i": i})
 
