@@ -26,10 +26,10 @@ from fasttune.search._flat_space import (
     FlatSpace,
     Param,
     category_index,
+    check_bounded,
     check_plain_choice,
     flatten_space,
 )
-from fasttune.search._samplers import Normal
 
 _NAME = "AxSearch"
 _AX_TYPES = (str, int, float, bool)
@@ -56,7 +56,7 @@ class AxParameter:
             categories = param.domain.categories  # type: ignore[attr-defined]
             return categories[int(value)] if self.by_index else value
         if self.step is not None:
-            return param.decode(param.low + int(value) * self.step)
+            return param.from_step_index(value, self.step)
         return param.decode(value)
 
     def encode(self, value: Any) -> Any:
@@ -66,7 +66,7 @@ class AxParameter:
             categories = param.domain.categories  # type: ignore[attr-defined]
             return category_index(categories, value) if self.by_index else value
         if self.step is not None:
-            return round((value - param.low) / self.step)
+            return param.step_index(value, self.step)
         return float(value) if param.kind == "float" else int(value)
 
 
@@ -104,13 +104,9 @@ def _parameter(param: Param) -> AxParameter:
             "is_ordered": False,
         }
         return AxParameter(param, definition, by_index=not direct)
-    if isinstance(param.sampler, Normal):
-        raise ValueError(
-            f"{_NAME}: `{name}` is a normal (randn) domain, which has no bounds; Ax "
-            "searches bounded ranges. Use tune.uniform(lower, upper) instead."
-        )
+    check_bounded(param, _NAME, "Ax")
     if param.q is not None and not param.log:
-        count = round((param.high - param.low) / param.q)
+        count = param.step_index(param.high, param.q)
         definition = _range(name, [0, count], "int", log=False)
         return AxParameter(param, definition, step=param.q)
     if param.kind == "int":

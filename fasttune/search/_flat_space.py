@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from fasttune.search._checks import plain
 from fasttune.search._domains import Categorical, Domain, Float, Integer
@@ -89,6 +89,14 @@ class Param:
             number = float(round(number))
         number = min(max(number, self.low), self.high)
         return round(number) if self.kind == "int" else number
+
+    def step_index(self, value: Any, step: float) -> int:
+        """The index of ``value`` among the multiples of ``step`` from ``low``."""
+        return round((value - self.low) / step)
+
+    def from_step_index(self, index: Any, step: float) -> Any:
+        """The domain's value at ``index`` among the multiples of ``step`` from ``low``."""
+        return self.decode(self.low + int(index) * step)
 
     def check(self, value: Any) -> Any:
         """Validate a user-given value (``points_to_evaluate``) and return it cast.
@@ -155,6 +163,58 @@ class FlatSpace:
             except ValueError as error:
                 raise ValueError(f"{searcher}: points_to_evaluate: {error}") from None
         return flat
+
+
+class ParamCodec(Protocol):
+    """How one parameter's values map to a library's (its parameter, encode, decode)."""
+
+    @property
+    def param(self) -> Param: ...
+
+    def encode(self, value: Any) -> Any: ...
+
+    def decode(self, value: Any) -> Any: ...
+
+
+def encode_config(
+    codecs: Sequence[ParamCodec], flat: FlatSpace, point: Mapping[str, Any], searcher: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A point of ``points_to_evaluate`` as the library's ``{name: value}``, and as a config.
+
+    ``codecs`` are :class:`ParamCodec` objects over ``flat``'s parameters.
+
+    Raises:
+        ValueError: As :meth:`FlatSpace.encode_point`.
+    """
+    checked = flat.encode_point(point, searcher)
+    values: dict[str, Any] = {}
+    config: dict[str, Any] = {}
+    for codec in codecs:
+        value = checked[codec.param.name]
+        values[codec.param.name] = codec.encode(value)
+        assign(config, codec.param.path, value)
+    return values, config
+
+
+def decode_config(codecs: Sequence[ParamCodec], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The config for the library's ``{name: value}`` (``codecs`` as in :func:`encode_config`)."""
+    config: dict[str, Any] = {}
+    for codec in codecs:
+        assign(config, codec.param.path, codec.decode(values[codec.param.name]))
+    return config
+
+
+def check_bounded(param: Param, searcher: str, library: str) -> None:
+    """Refuse a ``randn`` domain for a library that searches bounded ranges only.
+
+    Raises:
+        ValueError: Naming the key and saying what to use instead.
+    """
+    if isinstance(param.sampler, Normal):
+        raise ValueError(
+            f"{searcher}: `{param.name}` is a normal (randn) domain, which has no bounds; "
+            f"{library} searches bounded ranges. Use tune.uniform(lower, upper) instead."
+        )
 
 
 def flatten_space(spec: Mapping[str, Any], searcher: str) -> FlatSpace:

@@ -25,10 +25,10 @@ from fasttune.search._flat_space import (
     FlatSpace,
     Param,
     category_index,
+    check_bounded,
     check_plain_choice,
     flatten_space,
 )
-from fasttune.search._samplers import Normal
 
 _NAME = "HEBOSearch"
 
@@ -60,7 +60,7 @@ class HeboParameter:
         if param.kind == "choice":
             return param.domain.categories[int(value)]  # type: ignore[attr-defined]
         if self.step is not None:
-            return param.decode(param.low + int(value) * self.step)
+            return param.from_step_index(value, self.step)
         return param.decode(value)
 
     def encode(self, value: Any) -> Any:
@@ -69,7 +69,7 @@ class HeboParameter:
         if param.kind == "choice":
             return category_index(param.domain.categories, value)  # type: ignore[attr-defined]
         if self.step is not None:
-            return round((value - param.low) / self.step)
+            return param.step_index(value, self.step)
         return value
 
 
@@ -94,13 +94,9 @@ def _parameter(param: Param) -> HeboParameter:
         check_plain_choice(param, _NAME)
         count = len(param.domain.categories)  # type: ignore[attr-defined]
         return HeboParameter(param, {"name": name, "type": "cat", "categories": list(range(count))})
-    if isinstance(param.sampler, Normal):
-        raise ValueError(
-            f"{_NAME}: `{name}` is a normal (randn) domain, which has no bounds; HEBO "
-            "searches bounded ranges. Use tune.uniform(lower, upper) instead."
-        )
+    check_bounded(param, _NAME, "HEBO")
     if param.q is not None and not param.log:
-        count = round((param.high - param.low) / param.q)
+        count = param.step_index(param.high, param.q)
         return HeboParameter(param, {"name": name, "type": "int", "lb": 0, "ub": count}, param.q)
     if param.log:
         kind = "pow_int" if param.kind == "int" and param.q is None else "pow"

@@ -27,6 +27,7 @@ from typing import Any
 from fasttune._support.imports import import_optional
 from fasttune.search._flat_space import FlatSpace, Param, to_plain, unflatten
 from fasttune.search._samplers import Normal
+from fasttune.search._searcher_checks import point_value
 
 # Half a step, a hair less: casting rounds, and a bound exactly halfway could round out.
 _HALF = 0.5 - 1e-9
@@ -118,10 +119,10 @@ def native_value(parametrization: Any, names: list[str] | None, point: Mapping[s
     """
     ng = import_nevergrad()
     if names is not None:
-        return [_get(point, name) for name in names]
+        return [point_value(point, name, "NevergradSearch") for name in names]
     instrumented = isinstance(parametrization, ng.p.Instrumentation)
     keys = list((parametrization[1] if instrumented else parametrization).keys())  # not dicts
-    value = {key: _get(point, key) for key in keys}
+    value = {key: point_value(point, key, "NevergradSearch") for key in keys}
     return ((), value) if instrumented else value
 
 
@@ -134,18 +135,3 @@ def native_config(candidate: Any, names: list[str] | None) -> dict[str, Any]:
     if isinstance(candidate, ng.p.Instrumentation):
         return unflatten(candidate.kwargs)
     return unflatten(candidate.value)
-
-
-def _get(point: Mapping[str, Any], name: str) -> Any:
-    """``point[name]``, or the nested value the ``/``-joined ``name`` stands for."""
-    if name in point:
-        return point[name]
-    value: Any = point
-    for key in name.split("/"):
-        if not isinstance(value, Mapping) or key not in value:
-            raise ValueError(
-                f"NevergradSearch: a point of `points_to_evaluate` gives no value for "
-                f"`{name}`; give every searched key. Point: {dict(point)!r}."
-            )
-        value = value[key]
-    return value

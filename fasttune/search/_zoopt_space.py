@@ -30,10 +30,10 @@ from fasttune.search._flat_space import (
     FlatSpace,
     Param,
     category_index,
+    check_bounded,
     check_plain_choice,
     flatten_space,
 )
-from fasttune.search._samplers import Normal
 from fasttune.search._spec_view import contains_unresolved
 
 _NAME = "ZOOptSearch"
@@ -77,7 +77,7 @@ class Coordinate:
         if self.log:
             return param.decode(math.exp(x))
         if self.step is not None:
-            return param.decode(param.low + int(x) * self.step)
+            return param.from_step_index(x, self.step)
         return param.decode(x)
 
     def encode(self, value: Any) -> Any:
@@ -90,7 +90,7 @@ class Coordinate:
         if self.log:
             return float(math.log(value))
         if self.step is not None:
-            return round((value - param.low) / self.step)
+            return param.step_index(value, self.step)
         return value
 
 
@@ -142,11 +142,7 @@ def from_param(param: Param) -> Coordinate:
         check_plain_choice(param, _NAME)
         count = len(param.domain.categories)  # type: ignore[attr-defined]
         return Coordinate(param.name, param.path, (GRID, list(range(count))), param)
-    if isinstance(param.sampler, Normal):
-        raise ValueError(
-            f"{_NAME}: `{param.name}` is a normal (randn) domain, which has no bounds; "
-            "ZOOpt searches bounded ranges. Use tune.uniform(lower, upper) instead."
-        )
+    check_bounded(param, _NAME, "ZOOpt")
     step = param.q if param.q is not None else (1 if param.kind == "int" else None)
     if param.log:
         low, high = float(param.low), float(param.high)
@@ -155,7 +151,7 @@ def from_param(param: Param) -> Coordinate:
         spec = (CONTINUOUS, [math.log(low), math.log(high)], _PRECISION)
         return Coordinate(param.name, param.path, spec, param, log=True)
     if param.q is not None:
-        count = round((param.high - param.low) / param.q)
+        count = param.step_index(param.high, param.q)
         return Coordinate(param.name, param.path, (DISCRETE, [0, count], True), param, step=param.q)
     if param.kind == "int":
         spec = (DISCRETE, [int(param.low), int(param.high)], True)

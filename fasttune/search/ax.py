@@ -21,15 +21,16 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from fasttune._support.metric_mode import validate_metric_mode
 from fasttune.search._ax_space import AxParameter, import_ax, to_parameters
-from fasttune.search._flat_space import FlatSpace, assign, unflatten
+from fasttune.search._flat_space import FlatSpace, decode_config, encode_config, unflatten
 from fasttune.search._objective import metric_value, resolved_metric_mode
 from fasttune.search._searcher_checks import (
     check_points,
     check_single_metric,
     no_space_error,
     no_space_yet_error,
+    point_value,
+    take_metric_mode,
 )
 from fasttune.search._spec_view import contains_unresolved
 from fasttune.search.searcher import Searcher
@@ -160,17 +161,10 @@ class AxSearch(Searcher):
             ValueError: If ``config`` holds domains Ax cannot search.
             RuntimeError: If there is nothing to search.
         """
-        validate_metric_mode(metric, mode)
-        check_single_metric(metric, _NAME)
-        if self._own_space:
-            if self._ax is None:
-                self._metric = self._metric or metric
-                self._mode = self._mode or mode
-                if self._mode:
-                    self._create_experiment()
+        if take_metric_mode(self, metric, mode, _NAME):
+            if self._ax is None and self._mode:
+                self._create_experiment()
             return False
-        self._metric = metric or self._metric
-        self._mode = mode or self._mode
         self._take_space(config or {})
         if self._mode:
             self._create_experiment()
@@ -244,17 +238,10 @@ class AxSearch(Searcher):
         if self._params is None:
             assert self._native is not None
             names = [p["name"] for p in self._native if p.get("type") != "fixed"]
-            flat = {name: _lookup(point, name) for name in names}
+            flat = {name: point_value(point, name, _NAME) for name in names}
             return flat, unflatten(flat)
         assert self._flat is not None
-        checked = self._flat.encode_point(point, _NAME)
-        parameters: dict[str, Any] = {}
-        config: dict[str, Any] = {}
-        for param in self._params:
-            value = checked[param.param.name]
-            parameters[param.param.name] = param.encode(value)
-            assign(config, param.param.path, value)
-        return parameters, config
+        return encode_config(self._params, self._flat, point, _NAME)
 
     # ------------------------------------------------------------------ search
     def suggest(self, trial_id: str) -> dict[str, Any] | None:
@@ -288,10 +275,7 @@ class AxSearch(Searcher):
     def _config_of(self, parameters: dict[str, Any]) -> dict[str, Any]:
         if self._params is None:
             return unflatten(parameters)
-        config: dict[str, Any] = {}
-        for param in self._params:
-            assign(config, param.param.path, param.decode(parameters[param.param.name]))
-        return config
+        return decode_config(self._params, parameters)
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
@@ -320,34 +304,11 @@ class AxSearch(Searcher):
         names = [name for c in config.outcome_constraints for name in _metric_names(c)]
         return [name for name in dict.fromkeys(names) if name != self._metric]
 
-    # ------------------------------------------------------------------ state
-    def get_state(self) -> dict[str, Any]:
-        """Everything, the Ax client with its experiment and generation strategy included."""
-        return dict(self.__dict__)
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_state` returned (also on a freshly built searcher)."""
-        self.__dict__.update(state)
-
 
 def _metric_names(item: Any) -> list[str]:
     """The metric names of an Ax objective or outcome constraint (old and new Ax)."""
     names = getattr(item, "metric_names", None)
     return list(names) if names is not None else [item.metric.name]
-
-
-def _lookup(point: Mapping[str, Any], name: str) -> Any:
-    if name in point:
-        return point[name]
-    value: Any = point
-    for key in name.split("/"):
-        if not isinstance(value, Mapping) or key not in value:
-            raise ValueError(
-                f"{_NAME}: a point of `points_to_evaluate` gives no value for `{name}`; give "
-                f"every searched key. Point: {dict(point)!r}."
-            )
-        value = value[key]
-    return value
 
 
 def _check_strings(value: Any, name: str) -> list[str] | None:

@@ -37,6 +37,7 @@ from fasttune.search._hpbandster import DebugLogger, Job, NumpyState, import_boh
 from fasttune.search._searcher_checks import (
     check_options,
     check_points,
+    check_seed,
     check_single_metric,
     no_space_error,
     no_space_yet_error,
@@ -102,7 +103,7 @@ class TuneBOHB(Searcher):
         super().__init__(metric=metric, mode=mode)
         self._bohb_config = check_options(bohb_config, "bohb_config", _NAME)
         self._points = check_points(points_to_evaluate, _NAME)
-        self._seed = _check_seed(seed)
+        self._seed = check_seed(seed, "seed", _NAME)
         self._max_concurrent = _check_max_concurrent(max_concurrent)
         self._random = NumpyState(self._seed)  # what BOHB's model sampling draws from
         self._space: Any = None
@@ -345,14 +346,6 @@ class TuneBOHB(Searcher):
 
 
 # ---------------------------------------------------------------------- checks
-def _check_seed(seed: Any) -> int | None:
-    if seed is None:
-        return None
-    if not is_int(seed) or not 0 <= seed < 2**32:
-        raise ValueError(f"{_NAME}: `seed` must be an int in [0, 2**32) or None, got {seed!r}.")
-    return int(seed)
-
-
 def _check_max_concurrent(value: Any) -> int:
     if not is_int(value):
         raise ValueError(

@@ -21,10 +21,9 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from fasttune._support.metric_mode import validate_metric_mode
-from fasttune._support.numeric import is_int, is_real
+from fasttune._support.numeric import is_real
 from fasttune.search._checks import plain
-from fasttune.search._flat_space import FlatSpace, assign, unflatten
+from fasttune.search._flat_space import FlatSpace, decode_config, encode_config, unflatten
 from fasttune.search._hebo_space import (
     HeboParameter,
     design_space_class,
@@ -34,9 +33,13 @@ from fasttune.search._hebo_space import (
 from fasttune.search._objective import loss_of, resolved_metric_mode
 from fasttune.search._searcher_checks import (
     check_points,
+    check_positive_int,
+    check_seed,
     check_single_metric,
     no_space_error,
     no_space_yet_error,
+    point_value,
+    take_metric_mode,
 )
 from fasttune.search._spec_view import contains_unresolved
 from fasttune.search.searcher import Searcher
@@ -98,8 +101,8 @@ class HEBOSearch(Searcher):
         import_hebo()
         check_single_metric(metric, _NAME)
         super().__init__(metric=metric, mode=mode)
-        self._max_concurrent = _check_max_concurrent(max_concurrent)
-        self._seed = _check_seed(random_state_seed)
+        self._max_concurrent = check_positive_int(max_concurrent, "max_concurrent", _NAME)
+        self._seed = check_seed(random_state_seed, "random_state_seed", _NAME)
         self._points = check_points(points_to_evaluate, _NAME)
         self._rewards = _check_rewards(evaluated_rewards, self._points)
         self._hebo_kwargs = dict(kwargs)
@@ -153,7 +156,7 @@ class HEBOSearch(Searcher):
 
     def set_max_concurrency(self, max_concurrent: int) -> bool:
         """Take a ``ConcurrencyLimiter``'s limit as the batch size (returns True)."""
-        self._max_concurrent = _check_max_concurrent(max_concurrent)
+        self._max_concurrent = check_positive_int(max_concurrent, "max_concurrent", _NAME)
         return True
 
     # ------------------------------------------------------------------ setup
@@ -170,16 +173,10 @@ class HEBOSearch(Searcher):
             ValueError: If ``config`` holds domains HEBO cannot search.
             RuntimeError: If there is nothing to search.
         """
-        validate_metric_mode(metric, mode)
-        check_single_metric(metric, _NAME)
-        if self._own_space:
-            self._metric = self._metric or metric
-            self._mode = self._mode or mode
+        if take_metric_mode(self, metric, mode, _NAME):
             if self._opt is None and self._mode:
                 self._setup_optimizer()
             return False
-        self._metric = metric or self._metric
-        self._mode = mode or self._mode
         self._take_domains(config or {})
         if self._mode:
             self._setup_optimizer()
@@ -220,17 +217,10 @@ class HEBOSearch(Searcher):
     def _encode_point(self, point: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """HEBO's row for a point, and the config to hand out for it."""
         if self._params is None:
-            native = {name: _lookup(point, name) for name in self._space.para_names}
+            native = {name: point_value(point, name, _NAME) for name in self._space.para_names}
             return native, unflatten(native)
         assert self._flat is not None
-        checked = self._flat.encode_point(point, _NAME)
-        row: dict[str, Any] = {}
-        config: dict[str, Any] = {}
-        for param in self._params:
-            value = checked[param.param.name]
-            row[param.param.name] = param.encode(value)
-            assign(config, param.param.path, value)
-        return row, config
+        return encode_config(self._params, self._flat, point, _NAME)
 
     @contextlib.contextmanager
     def _own_generators(self) -> Iterator[None]:
@@ -290,10 +280,7 @@ class HEBOSearch(Searcher):
     def _config_of(self, row: dict[str, Any]) -> dict[str, Any]:
         if self._params is None:
             return unflatten(row)
-        config: dict[str, Any] = {}
-        for param in self._params:
-            assign(config, param.param.path, param.decode(row[param.param.name]))
-        return config
+        return decode_config(self._params, row)
 
     def on_trial_complete(
         self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False
@@ -315,47 +302,8 @@ class HEBOSearch(Searcher):
         with self._own_generators():
             self._opt.observe(pd.DataFrame([row]), np.array([[loss]]))
 
-    # ------------------------------------------------------------------ state
-    def get_state(self) -> dict[str, Any]:
-        """Everything: the space, metric and mode, HEBO's data and generators."""
-        return dict(self.__dict__)
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_state` returned (also on a freshly built searcher)."""
-        self.__dict__.update(state)
-
 
 # ---------------------------------------------------------------------- checks
-def _lookup(point: Mapping[str, Any], name: str) -> Any:
-    if name in point:
-        return point[name]
-    value: Any = point
-    for key in name.split("/"):
-        if not isinstance(value, Mapping) or key not in value:
-            raise ValueError(
-                f"{_NAME}: a point of `points_to_evaluate` gives no value for `{name}`; give "
-                f"every searched key. Point: {dict(point)!r}."
-            )
-        value = value[key]
-    return value
-
-
-def _check_max_concurrent(value: Any) -> int:
-    if not is_int(value) or value < 1:
-        raise ValueError(f"{_NAME}: `max_concurrent` must be an int >= 1, got {value!r}.")
-    return int(value)
-
-
-def _check_seed(value: Any) -> int | None:
-    if value is None:
-        return None
-    if not is_int(value) or not 0 <= value < 2**32:
-        raise ValueError(
-            f"{_NAME}: `random_state_seed` must be an int in [0, 2**32) or None, got {value!r}."
-        )
-    return int(value)
-
-
 def _check_rewards(rewards: Any, points: list[dict[str, Any]]) -> list[float] | None:
     if rewards is None:
         return None

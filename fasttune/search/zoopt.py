@@ -20,15 +20,18 @@ import copy
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from fasttune._support.metric_mode import validate_metric_mode
 from fasttune._support.numeric import is_int
 from fasttune.search._flat_space import FlatSpace, assign
 from fasttune.search._objective import loss_of, resolved_metric_mode
 from fasttune.search._searcher_checks import (
     check_points,
+    check_positive_int,
+    check_seed,
     check_single_metric,
     no_space_error,
     no_space_yet_error,
+    point_value,
+    take_metric_mode,
 )
 from fasttune.search._zoopt_space import (
     Coordinate,
@@ -113,10 +116,8 @@ class ZOOptSearch(Searcher):
         super().__init__(metric=metric, mode=mode)
         self._algo = _check_algo(algo)
         self._budget = _check_budget(budget)
-        self.parallel_num = _check_positive_int(parallel_num, "parallel_num")
-        seed = kwargs.pop("seed", None)
-        if seed is not None and (not is_int(seed) or not 0 <= seed < 2**32):
-            raise ValueError(f"{_NAME}: `seed` must be an int in [0, 2**32) or None, got {seed!r}.")
+        self.parallel_num = check_positive_int(parallel_num, "parallel_num", _NAME)
+        seed = check_seed(kwargs.pop("seed", None), "seed", _NAME)
         self._parameter_kwargs = dict(kwargs)
         self._points = check_points(points_to_evaluate, _NAME)
         self._rng_state: Any = np.random.RandomState(seed).get_state()
@@ -172,14 +173,8 @@ class ZOOptSearch(Searcher):
             ValueError: If ``config`` holds domains ZOOpt cannot search.
             RuntimeError: If there is nothing to search.
         """
-        validate_metric_mode(metric, mode)
-        check_single_metric(metric, _NAME)
-        if self._own_space:
-            self._metric = self._metric or metric
-            self._mode = self._mode or mode
+        if take_metric_mode(self, metric, mode, _NAME):
             return False
-        self._metric = metric or self._metric
-        self._mode = mode or self._mode
         self._setup(*param_space_coordinates(config or {}))
         return True
 
@@ -333,29 +328,10 @@ class ZOOptSearch(Searcher):
         with self._zoopt_globals(draws=False):  # RACOS only sorts its samples here
             self.optimizer.complete(solution, _FAILED_LOSS if loss is None else loss)
 
-    # ------------------------------------------------------------------ state
-    def get_state(self) -> dict[str, Any]:
-        """Everything: the space, metric and mode, RACOS's samples and random state."""
-        return dict(self.__dict__)
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_state` returned (also on a freshly built searcher)."""
-        self.__dict__.update(state)
-
 
 # ---------------------------------------------------------------------- checks
 def _native_point_value(point: Mapping[str, Any], coordinate: Coordinate) -> Any:
-    if coordinate.name in point:
-        value = point[coordinate.name]
-    else:
-        value = point
-        for key in coordinate.path:
-            if not isinstance(value, Mapping) or key not in value:
-                raise ValueError(
-                    f"{_NAME}: a point of `points_to_evaluate` gives no value for "
-                    f"`{coordinate.name}`; give every searched key. Point: {dict(point)!r}."
-                )
-            value = value[key]
+    value = point_value(point, coordinate.name, _NAME, coordinate.path)
     try:
         return check_native_value(coordinate, value)
     except ValueError as error:
@@ -375,9 +351,3 @@ def _check_budget(budget: Any) -> int:
             f"TuneConfig(num_samples=...)), got {budget!r}."
         )
     return int(budget)
-
-
-def _check_positive_int(value: Any, name: str) -> int:
-    if not is_int(value) or value < 1:
-        raise ValueError(f"{_NAME}: `{name}` must be an int >= 1, got {value!r}.")
-    return int(value)
