@@ -14,13 +14,14 @@ import fasttune as tune
 from tests.runner._driver_script import slow_counter
 
 NAME = "leased"
+STEPS = 30
 
 
 def make_tuner(storage: str) -> tune.Tuner:
-    """Two trials of 12 iterations, 0.25 s each: a run of a few seconds."""
+    """Two trials of 30 iterations, 0.25 s each: a run of about 8 s."""
     return tune.Tuner(
         slow_counter,
-        param_space={"x": tune.grid_search([1, 2]), "n": 12, "sleep": 0.25},
+        param_space={"x": tune.grid_search([1, 2]), "n": STEPS, "sleep": 0.25},
         run_config=tune.RunConfig(storage_path=storage, name=NAME, verbose=0),
     )
 

@@ -24,7 +24,7 @@ import fasttune as tune
 from fasttune.storage.experiment_lease import LEASE_FILE
 from fasttune.storage.experiment_lock import ExperimentInUseError
 from tests.runner._driver_script import slow_counter
-from tests.runner._lease_scripts import NAME
+from tests.runner._lease_scripts import NAME, STEPS
 
 s3fs = pytest.importorskip("s3fs", reason='needs the test extra: pip install -e ".[test]"')
 
@@ -130,7 +130,7 @@ def test_a_second_driver_is_refused_and_a_killed_drivers_lease_is_taken_over(
     assert f"Taking over the experiment {experiment}" in caplog.text
     assert f"pid {first.pid} on host" in caplog.text
     assert len(grid) == 2 and grid.num_terminated == 2
-    assert bucket.iterations() == [list(range(1, 13))] * 2  # nothing lost, nothing twice
+    assert bucket.iterations() == [list(range(1, STEPS + 1))] * 2  # nothing lost, nothing twice
     assert not bucket.exists(bucket.lease)  # the finished run released it
     tune.Tuner.restore(experiment, trainable=slow_counter)  # so nothing refuses it now
 
@@ -151,6 +151,7 @@ def test_a_paused_drivers_stale_lease_is_taken_over_and_it_stops_when_resumed(
     )
     try:
         _wait(lambda: bucket.exists(bucket.manifest) and bucket.generation() >= 3, "commits")
+        assert first.poll() is None, "the driver ended before it could be paused"
         first.send_signal(signal.SIGSTOP)  # alive, but it renews nothing any more
         holder = bucket.json(bucket.lease)
         assert holder["pid"] == first.pid and holder["ttl_s"] == 5
@@ -170,4 +171,4 @@ def test_a_paused_drivers_stale_lease_is_taken_over_and_it_stops_when_resumed(
     assert "no longer holds the lease" in ended["message"]
     assert bucket.generation() == generation
     assert not bucket.exists(bucket.lease)
-    assert bucket.iterations() == [list(range(1, 13))] * 2
+    assert bucket.iterations() == [list(range(1, STEPS + 1))] * 2
