@@ -74,6 +74,92 @@ if __name__ == "__main__":
 
 
 # ---------------------------------------------------------------------- test helpers
+def parabola(config):
+    """A trainable whose loss is least at ``x == 7`` (and reward, its negation, most)."""
+    tune.report({"loss": (config["x"] - 7) ** 2, "reward": -((config["x"] - 7) ** 2)})
+
+
+def fails_right_of_five(config):
+    """A trainable that raises for ``x > 5``, else reports a loss least at ``x == 3``."""
+    if config["x"] > 5:
+        raise RuntimeError("no good")
+    tune.report({"loss": (config["x"] - 3) ** 2})
+
+
+def drive(searcher, count, objective=None, prefix="t"):
+    """Suggest and complete ``count`` trials in process; return the configs (all dicts)."""
+    configs = []
+    for i in range(count):
+        config = searcher.suggest(f"{prefix}{i}")
+        assert isinstance(config, dict), f"suggestion {i} was {config!r}"
+        configs.append(config)
+        if objective is not None:
+            searcher.on_trial_complete(f"{prefix}{i}", {"loss": objective(config)})
+    return configs
+
+
+def assert_runtime_errors_without_space_or_mode(make):
+    """``make(space=None, **kwargs)`` builds the searcher; without a space or a mode it
+    cannot suggest, and a ``param_space`` of constants is no space."""
+    import pytest
+
+    from fasttune.search.sample import uniform
+
+    with pytest.raises(RuntimeError, match=r"has no search space yet"):
+        make(metric="m", mode="min").suggest("t")
+    with pytest.raises(RuntimeError, match=r"needs a metric and a mode"):
+        make({"x": uniform(0, 1)}, metric="m").suggest("t")
+    with pytest.raises(RuntimeError, match=r"has no search space"):
+        make().set_search_properties("m", "min", {"k": 1})
+
+
+def assert_restores_and_continues(tmp_path, original, fresh, objective, before, after):
+    """Drive ``before`` trials of ``original``, save it with one more running, restore
+    into ``fresh`` (which takes space, metric and mode from the file), end the running
+    trial on both; then both suggest the same ``after`` configs."""
+    drive(original, before, objective)
+    running = original.suggest("live")
+    path = str(tmp_path / "searcher.pkl")
+    original.save(path)
+    fresh.restore(path)
+    assert (fresh.metric, fresh.mode) == (original.metric, original.mode)
+    for searcher in (original, fresh):
+        searcher.on_trial_complete("live", {"loss": objective(running)})
+    assert drive(fresh, after, objective, "n") == drive(original, after, objective, "n")
+
+
+def assert_fresh_searcher_restores_space_metric_and_mode(tmp_path, searcher_class, **kwargs):
+    """A ``searcher_class()`` built without arguments restores from the file alone (as
+    Ray's) and suggests what the saved one, built with ``kwargs``, suggests next."""
+    from fasttune.search.sample import uniform
+
+    original = searcher_class(metric="acc", mode="max", **kwargs)
+    original.set_search_properties(None, None, {"x": uniform(0, 1), "n": {"y": uniform(2, 3)}})
+    config = original.suggest("a")
+    original.on_trial_complete("a", {"acc": config["x"]})
+    path = str(tmp_path / "searcher.pkl")
+    original.save(path)
+    restored = searcher_class()
+    restored.restore(path)
+    assert (restored.metric, restored.mode) == ("acc", "max")
+    assert restored.suggest("b") == original.suggest("b")
+
+
+def _index(result) -> int:
+    return int(result.metrics["trial_id"].rsplit("_", 1)[1])
+
+
+def assert_resumed_as_reference(grid, reference):
+    """The run restored after the kill ran every trial once, and suggested what the same
+    seeded run without a crash suggested, in order."""
+    assert len(grid) == NUM_SAMPLES
+    assert grid.num_terminated == NUM_SAMPLES and grid.num_errors == 0
+    configs = [(r.config["x"], r.config["y"]) for r in sorted(grid, key=_index)]
+    assert len(set(configs)) == NUM_SAMPLES  # nothing suggested twice
+    expected = [(r.config["x"], r.config["y"]) for r in sorted(reference, key=_index)]
+    assert configs == expected
+
+
 def _wait_for_files(directory: str, count: int, proc, timeout: float = 60) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -8,6 +8,14 @@ import fasttune as tune
 
 
 @pytest.fixture
+def two_cpus():
+    """fasttune on two CPUs and no GPU for the test (``pytest.mark.usefixtures("two_cpus")``)."""
+    tune.init(num_cpus=2, num_gpus=0)
+    yield
+    tune.shutdown()
+
+
+@pytest.fixture
 def run_tuner(tmp_path):
     """Run ``fn`` through a real Tuner (worker processes, files in tmp_path)."""
 

@@ -17,38 +17,18 @@ import pytest
 import fasttune as tune
 from fasttune._support.imports import MissingDependencyError
 from fasttune.search.ax import AxSearch
+from tests.search import _searcher_driver as driver
+from tests.search._searcher_driver import drive, fails_right_of_five, parabola
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = pytest.mark.usefixtures("two_cpus")
 
 
 @pytest.fixture(autouse=True)
-def _two_cpus():
-    tune.init(num_cpus=2, num_gpus=0)
+def _no_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # BoTorch's numerical warnings
         yield
-    tune.shutdown()
-
-
-def parabola(config):
-    tune.report({"loss": (config["x"] - 7) ** 2, "reward": -((config["x"] - 7) ** 2)})
-
-
-def fails_right_of_five(config):
-    if config["x"] > 5:
-        raise RuntimeError("no good")
-    tune.report({"loss": (config["x"] - 3) ** 2})
-
-
-def drive(searcher, count, objective=None, prefix="t"):
-    configs = []
-    for i in range(count):
-        config = searcher.suggest(f"{prefix}{i}")
-        assert isinstance(config, dict), f"suggestion {i} was {config!r}"
-        configs.append(config)
-        if objective is not None:
-            searcher.on_trial_complete(f"{prefix}{i}", {"loss": objective(config)})
-    return configs
 
 
 def statuses(searcher):
@@ -212,12 +192,7 @@ def test_unknown_client_arguments_and_points_outside_the_space_are_named():
 
 
 def test_missing_space_or_mode_is_a_runtime_error():
-    with pytest.raises(RuntimeError, match=r"has no search space yet"):
-        AxSearch(metric="m", mode="min").suggest("t")
-    with pytest.raises(RuntimeError, match=r"needs a metric and a mode"):
-        AxSearch({"x": tune.uniform(0, 1)}, metric="m").suggest("t")
-    with pytest.raises(RuntimeError, match=r"has no search space"):
-        AxSearch().set_search_properties("m", "min", {"k": 1})
+    driver.assert_runtime_errors_without_space_or_mode(AxSearch)
 
 
 def test_an_ax_client_brings_metric_mode_and_space():
@@ -254,18 +229,11 @@ def test_outcome_constraint_metrics_are_read_from_the_result():
 
 # ---------------------------------------------------------------------- state
 def test_a_fresh_searcher_restores_space_metric_mode_and_continues_exactly(tmp_path):
-    space = {"x": tune.uniform(-1, 1), "c": tune.choice([{"k": 1}, None])}
-    objective = lambda c: (c["x"] - 0.5) ** 2  # noqa: E731
     original = AxSearch(metric="loss", mode="min", random_seed=2)
-    original.set_search_properties(None, None, space)
-    drive(original, 2, objective)
-    running = original.suggest("live")
-    path = str(tmp_path / "searcher.pkl")
-    original.save(path)
+    original.set_search_properties(
+        None, None, {"x": tune.uniform(-1, 1), "c": tune.choice([{"k": 1}, None])}
+    )
     restored = AxSearch()
-    restored.restore(path)
-    assert (restored.metric, restored.mode) == ("loss", "min")
-    for searcher in (original, restored):
-        searcher.on_trial_complete("live", {"loss": objective(running)})
-    assert drive(restored, 2, objective, "n") == drive(original, 2, objective, "n")
+    objective = lambda c: (c["x"] - 0.5) ** 2  # noqa: E731
+    driver.assert_restores_and_continues(tmp_path, original, restored, objective, 2, 2)
     assert statuses(restored) == ["COMPLETED"] * 5

@@ -18,13 +18,7 @@ from tests.search import _searcher_driver as driver
 # bayes_opt is imported inside the tests that use it: worker processes import this
 # module to load `quadratic`, and importing bayes_opt takes about a second.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(autouse=True)
-def _two_cpus():
-    tune.init(num_cpus=2, num_gpus=0)
-    yield
-    tune.shutdown()
+pytestmark = pytest.mark.usefixtures("two_cpus")
 
 
 def quadratic(config):
@@ -315,21 +309,10 @@ def test_save_and_restore_continue_exactly(tmp_path):
 
 
 # ---------------------------------------------------------------------- driver crash
-def _index(result) -> int:
-    return int(result.metrics["trial_id"].rsplit("_", 1)[1])
-
-
 @pytest.mark.slow
 def test_sigkilled_driver_resumes_without_repeated_or_lost_suggestions(tmp_path):
     grid, saved, reference = driver.killed_then_restored(tmp_path, "bayesopt")
-    assert len(grid) == driver.NUM_SAMPLES
-    assert grid.num_terminated == driver.NUM_SAMPLES and grid.num_errors == 0
-    configs = [(r.config["x"], r.config["y"]) for r in sorted(grid, key=_index)]
-    assert len(set(configs)) == driver.NUM_SAMPLES  # nothing suggested twice
-
-    # The same seeded search without a crash suggests the same configs, in order.
-    expected = [(r.config["x"], r.config["y"]) for r in sorted(reference, key=_index)]
-    assert configs == expected
+    driver.assert_resumed_as_reference(grid, reference)
 
     # The saved optimizer holds every observation, the ones made before the crash too.
     assert not saved["live"]
@@ -341,17 +324,9 @@ def test_sigkilled_driver_resumes_without_repeated_or_lost_suggestions(tmp_path)
 
 
 def test_a_fresh_searcher_restores_space_metric_and_mode(tmp_path):
-    original = BayesOptSearch(metric="acc", mode="max", random_state=3)
-    space = {"x": tune.uniform(0, 1), "n": {"y": tune.uniform(2, 3)}}
-    original.set_search_properties(None, None, space)
-    config = original.suggest("a")
-    original.on_trial_complete("a", {"acc": config["x"]})
-    path = str(tmp_path / "searcher.pkl")
-    original.save(path)
-    restored = BayesOptSearch()  # as Ray's: nothing but the file gives space, metric and mode
-    restored.restore(path)
-    assert (restored.metric, restored.mode) == ("acc", "max")
-    assert restored.suggest("b") == original.suggest("b")
+    driver.assert_fresh_searcher_restores_space_metric_and_mode(
+        tmp_path, BayesOptSearch, random_state=3
+    )
 
 
 def test_a_space_of_its_own_may_use_flattened_keys_as_rays():

@@ -15,30 +15,11 @@ import pytest
 import fasttune as tune
 from fasttune._support.imports import MissingDependencyError
 from fasttune.search.hebo import HEBOSearch
+from tests.search import _searcher_driver as driver
+from tests.search._searcher_driver import drive, parabola
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(autouse=True)
-def _two_cpus():
-    tune.init(num_cpus=2, num_gpus=0)
-    yield
-    tune.shutdown()
-
-
-def parabola(config):
-    tune.report({"loss": (config["x"] - 7) ** 2, "reward": -((config["x"] - 7) ** 2)})
-
-
-def drive(searcher, count, objective=None, prefix="t"):
-    configs = []
-    for i in range(count):
-        config = searcher.suggest(f"{prefix}{i}")
-        assert isinstance(config, dict), f"suggestion {i} was {config!r}"
-        configs.append(config)
-        if objective is not None:
-            searcher.on_trial_complete(f"{prefix}{i}", {"loss": objective(config)})
-    return configs
+pytestmark = pytest.mark.usefixtures("two_cpus")
 
 
 def random_phase(space, **kwargs):
@@ -192,12 +173,7 @@ def test_unknown_hebo_arguments_and_points_outside_the_space_are_named():
 
 
 def test_missing_space_or_mode_is_a_runtime_error():
-    with pytest.raises(RuntimeError, match=r"has no search space yet"):
-        HEBOSearch(metric="m", mode="min").suggest("t")
-    with pytest.raises(RuntimeError, match=r"needs a metric and a mode"):
-        HEBOSearch({"x": tune.uniform(0, 1)}, metric="m").suggest("t")
-    with pytest.raises(RuntimeError, match=r"has no search space"):
-        HEBOSearch().set_search_properties("m", "min", {"k": 1})
+    driver.assert_runtime_errors_without_space_or_mode(HEBOSearch)
 
 
 # ---------------------------------------------------------------------- learning
@@ -248,18 +224,11 @@ def test_global_generators_neither_move_nor_are_moved_by_the_search():
 
 # ---------------------------------------------------------------------- state
 def test_a_fresh_searcher_restores_space_metric_mode_and_continues_exactly(tmp_path):
-    space = {"x": tune.uniform(-1, 1), "c": tune.choice([{"k": 1}, None])}
-    objective = lambda c: (c["x"] - 0.5) ** 2  # noqa: E731
     original = HEBOSearch(metric="loss", mode="min", random_state_seed=2, rand_sample=50)
-    original.set_search_properties(None, None, space)
-    drive(original, 3, objective)
-    running = original.suggest("live")
-    path = str(tmp_path / "searcher.pkl")
-    original.save(path)
+    original.set_search_properties(
+        None, None, {"x": tune.uniform(-1, 1), "c": tune.choice([{"k": 1}, None])}
+    )
     restored = HEBOSearch()
-    restored.restore(path)
-    assert (restored.metric, restored.mode) == ("loss", "min")
-    for searcher in (original, restored):
-        searcher.on_trial_complete("live", {"loss": objective(running)})
-    assert drive(restored, 4, objective, "n") == drive(original, 4, objective, "n")
+    objective = lambda c: (c["x"] - 0.5) ** 2  # noqa: E731
+    driver.assert_restores_and_continues(tmp_path, original, restored, objective, 3, 4)
     assert restored._opt.y.reshape(-1).tolist() == original._opt.y.reshape(-1).tolist()

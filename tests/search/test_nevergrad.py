@@ -15,38 +15,12 @@ import fasttune as tune
 from fasttune._support.imports import MissingDependencyError
 from fasttune.search.nevergrad import NevergradSearch
 from tests.search import _nevergrad_driver as driver
+from tests.search._searcher_driver import drive, fails_right_of_five, parabola
 
 # nevergrad is imported inside the tests that use it: worker processes import this
 # module to load the trainables, and importing nevergrad takes seconds.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(autouse=True)
-def _two_cpus():
-    tune.init(num_cpus=2, num_gpus=0)
-    yield
-    tune.shutdown()
-
-
-def parabola(config):
-    tune.report({"loss": (config["x"] - 7) ** 2, "reward": -((config["x"] - 7) ** 2)})
-
-
-def fails_right_of_five(config):
-    if config["x"] > 5:
-        raise RuntimeError("no good")
-    tune.report({"loss": (config["x"] - 3) ** 2})
-
-
-def drive(searcher, count, objective=None, prefix="t"):
-    """Suggest and complete ``count`` trials in process; return the configs."""
-    configs = []
-    for i in range(count):
-        config = searcher.suggest(f"{prefix}{i}")
-        configs.append(config)
-        if objective is not None:
-            searcher.on_trial_complete(f"{prefix}{i}", {"loss": objective(config)})
-    return configs
+pytestmark = pytest.mark.usefixtures("two_cpus")
 
 
 def sample_values(domain, count=200):

@@ -13,37 +13,10 @@ import fasttune as tune
 from fasttune._support.imports import MissingDependencyError
 from fasttune.search.zoopt import ZOOptSearch
 from tests.search import _searcher_driver as driver
+from tests.search._searcher_driver import drive, fails_right_of_five, parabola
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(autouse=True)
-def _two_cpus():
-    tune.init(num_cpus=2, num_gpus=0)
-    yield
-    tune.shutdown()
-
-
-def parabola(config):
-    tune.report({"loss": (config["x"] - 7) ** 2, "reward": -((config["x"] - 7) ** 2)})
-
-
-def fails_right_of_five(config):
-    if config["x"] > 5:
-        raise RuntimeError("no good")
-    tune.report({"loss": (config["x"] - 3) ** 2})
-
-
-def drive(searcher, count, objective=None, prefix="t"):
-    """Suggest and complete ``count`` trials in process; return the configs."""
-    configs = []
-    for i in range(count):
-        config = searcher.suggest(f"{prefix}{i}")
-        assert isinstance(config, dict), f"suggestion {i} was {config!r}"
-        configs.append(config)
-        if objective is not None:
-            searcher.on_trial_complete(f"{prefix}{i}", {"loss": objective(config)})
-    return configs
+pytestmark = pytest.mark.usefixtures("two_cpus")
 
 
 def values_of(domain, count=60):
@@ -256,12 +229,9 @@ def test_points_must_fit_the_space_and_zoopts_first_sample_set():
 
 
 def test_missing_space_or_metric_mode_is_a_runtime_error():
-    with pytest.raises(RuntimeError, match=r"has no search space yet"):
-        ZOOptSearch(budget=5, metric="m", mode="min").suggest("t")
-    with pytest.raises(RuntimeError, match=r"needs a metric and a mode"):
-        ZOOptSearch(budget=5, dim_dict={"x": tune.uniform(0, 1)}).suggest("t")
-    with pytest.raises(RuntimeError, match=r"has no search space"):
-        ZOOptSearch(budget=5).set_search_properties("m", "min", {"k": 1})
+    driver.assert_runtime_errors_without_space_or_mode(
+        lambda space=None, **kwargs: ZOOptSearch(budget=5, dim_dict=space, **kwargs)
+    )
 
 
 def test_max_mode_tells_the_negated_metric():
@@ -298,33 +268,15 @@ def test_numpys_global_generator_neither_moves_nor_is_moved_by_the_search():
 
 # ---------------------------------------------------------------------- state
 def test_a_fresh_searcher_restores_space_metric_mode_and_continues_exactly(tmp_path):
-    space = {"x": tune.uniform(-1, 1), "n": tune.randint(0, 5)}
-    objective = lambda c: (c["x"] - 0.5) ** 2 + c["n"]  # noqa: E731
     original = ZOOptSearch(budget=12, metric="loss", mode="min", seed=2)
-    original.set_search_properties(None, None, space)
-    drive(original, 6, objective)
-    running = original.suggest("live")
-    path = str(tmp_path / "searcher.pkl")
-    original.save(path)
-    restored = ZOOptSearch(budget=3)  # nothing but a budget: the rest comes from the file
-    restored.restore(path)
-    assert (restored.metric, restored.mode) == ("loss", "min")
-    for searcher in (original, restored):
-        searcher.on_trial_complete("live", {"loss": objective(running)})
-    assert drive(restored, 6, objective, "n") == drive(original, 6, objective, "n")
-
-
-def _index(result) -> int:
-    return int(result.metrics["trial_id"].rsplit("_", 1)[1])
+    original.set_search_properties(None, None, {"x": tune.uniform(-1, 1), "n": tune.randint(0, 5)})
+    fresh = ZOOptSearch(budget=3)  # nothing but a budget: the rest comes from the file
+    objective = lambda c: (c["x"] - 0.5) ** 2 + c["n"]  # noqa: E731
+    driver.assert_restores_and_continues(tmp_path, original, fresh, objective, 6, 6)
 
 
 @pytest.mark.slow
 def test_sigkilled_driver_resumes_without_repeated_or_lost_suggestions(tmp_path):
     grid, saved, reference = driver.killed_then_restored(tmp_path, "zoopt")
-    assert len(grid) == driver.NUM_SAMPLES
-    assert grid.num_terminated == driver.NUM_SAMPLES and grid.num_errors == 0
-    configs = [(r.config["x"], r.config["y"]) for r in sorted(grid, key=_index)]
-    assert len(set(configs)) == driver.NUM_SAMPLES
-    expected = [(r.config["x"], r.config["y"]) for r in sorted(reference, key=_index)]
-    assert configs == expected
+    driver.assert_resumed_as_reference(grid, reference)
     assert saved["optimizer"].complete_num == driver.NUM_SAMPLES and not saved["_live"]
