@@ -2,10 +2,9 @@
 
 - :func:`import_bohb`: the class, or an ImportError naming ``fasttune[bohb]``;
 - :class:`Job`: the finished-run record ``BOHB.new_result`` reads;
-- :class:`NumpyState`: BOHB samples from numpy's *global* random state; each searcher
-  keeps its own, swapped in around every call, so a seed reproduces the model's
-  suggestions, a restored searcher continues them, and the user's numpy state is
-  left alone;
+- :class:`~fasttune.search._rng.NumpyState` (imported here too, where pickled BOHB
+  states look for it): BOHB samples from numpy's *global* random state; each
+  searcher keeps its own, swapped in around every call;
 - :func:`quiet`: hides warnings the user cannot act on (hpbandster uses ConfigSpace
   APIs that 1.x deprecates; statsmodels warns about numpy's default generator and
   degenerate kernels);
@@ -21,6 +20,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from fasttune._support.imports import import_optional
+from fasttune.search._rng import NumpyState
+
+__all__ = ["DebugLogger", "Job", "NumpyState", "import_bohb", "quiet"]
 
 
 def import_bohb() -> Any:
@@ -49,40 +51,6 @@ class Job:
         self.result = {"loss": loss}
         self.kwargs = {"budget": budget, "config": dict(config)}
         self.exception = None
-
-
-class NumpyState:
-    """A numpy global random state of one's own, made active only inside :meth:`active`.
-
-    Args:
-        seed: Seed of the state (None: from fresh entropy).
-
-    Example:
-        >>> import numpy as np
-        >>> own = NumpyState(0)
-        >>> with own.active():
-        ...     first = np.random.rand()
-        >>> first == np.random.RandomState(0).rand()
-        True
-    """
-
-    def __init__(self, seed: int | None):
-        import numpy as np
-
-        self.state = np.random.RandomState(seed).get_state()
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[None]:
-        """Use this state as numpy's global one, then keep where it got to."""
-        import numpy as np
-
-        outer = np.random.get_state()
-        np.random.set_state(self.state)
-        try:
-            yield
-        finally:
-            self.state = np.random.get_state()
-            np.random.set_state(outer)
 
 
 @contextlib.contextmanager

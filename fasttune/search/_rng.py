@@ -4,10 +4,17 @@
 ``np.random.seed`` applies), an ``int`` seed, a ``numpy.random.Generator`` or a
 legacy ``numpy.random.RandomState``. :class:`_RandomSource` gives them one small
 interface. numpy is imported only when a source is created, never at import time.
+
+:class:`NumpyState` is for libraries that draw from numpy's *global* random state
+(hpbandster's BOHB, ZOOpt, HEBO): each searcher keeps a state of its own, swapped in
+around every call, so a seed reproduces its suggestions, a restored searcher continues
+them, and the user's numpy state is left alone.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from numbers import Integral
 from typing import TYPE_CHECKING, Any
 
@@ -90,3 +97,37 @@ def as_random_source(random_state: RandomState = None) -> _RandomSource:
     if isinstance(random_state, _RandomSource):
         return random_state
     return _RandomSource(random_state)
+
+
+class NumpyState:
+    """A numpy global random state of one's own, made active only inside :meth:`active`.
+
+    Args:
+        seed: Seed of the state (None: from fresh entropy).
+
+    Example:
+        >>> import numpy as np
+        >>> own = NumpyState(0)
+        >>> with own.active():
+        ...     first = np.random.rand()
+        >>> first == np.random.RandomState(0).rand()
+        True
+    """
+
+    def __init__(self, seed: int | None):
+        import numpy as np
+
+        self.state = np.random.RandomState(seed).get_state()
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Use this state as numpy's global one, then keep where it got to."""
+        import numpy as np
+
+        outer = np.random.get_state()
+        np.random.set_state(self.state)
+        try:
+            yield
+        finally:
+            self.state = np.random.get_state()
+            np.random.set_state(outer)

@@ -31,6 +31,7 @@ from fasttune.search._hebo_space import (
     to_parameters,
 )
 from fasttune.search._objective import loss_of, resolved_metric_mode
+from fasttune.search._rng import NumpyState
 from fasttune.search._searcher_checks import (
     check_points,
     check_positive_int,
@@ -96,7 +97,6 @@ class HEBOSearch(Searcher):
         max_concurrent: int = 8,
         **kwargs: Any,
     ):
-        import numpy as np
 
         import_hebo()
         check_single_metric(metric, _NAME)
@@ -106,7 +106,7 @@ class HEBOSearch(Searcher):
         self._points = check_points(points_to_evaluate, _NAME)
         self._rewards = _check_rewards(evaluated_rewards, self._points)
         self._hebo_kwargs = dict(kwargs)
-        self._numpy_state: Any = np.random.RandomState(self._seed).get_state()
+        self._numpy = NumpyState(self._seed)
         self._torch_state: Any = None  # set from the seed on first use
         self._params: list[HeboParameter] | None = None  # set when converted from domains
         self._flat: FlatSpace | None = None
@@ -228,19 +228,18 @@ class HEBOSearch(Searcher):
         import numpy as np
         import torch
 
-        numpy_saved, torch_saved = np.random.get_state(), torch.random.get_rng_state()
-        np.random.set_state(self._numpy_state)
-        if self._torch_state is None:
-            torch.manual_seed(self._seed if self._seed is not None else np.random.randint(2**31))
-        else:
-            torch.random.set_rng_state(self._torch_state)
-        try:
-            yield
-        finally:
-            self._numpy_state = np.random.get_state()
-            self._torch_state = torch.random.get_rng_state()
-            np.random.set_state(numpy_saved)
-            torch.random.set_rng_state(torch_saved)
+        with self._numpy.active():
+            torch_saved = torch.random.get_rng_state()
+            if self._torch_state is None:
+                seed = self._seed if self._seed is not None else np.random.randint(2**31)
+                torch.manual_seed(seed)
+            else:
+                torch.random.set_rng_state(self._torch_state)
+            try:
+                yield
+            finally:
+                self._torch_state = torch.random.get_rng_state()
+                torch.random.set_rng_state(torch_saved)
 
     # ------------------------------------------------------------------ search
     def suggest(self, trial_id: str) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from typing import Any
 from fasttune._support.numeric import is_int
 from fasttune.search._flat_space import FlatSpace, assign
 from fasttune.search._objective import loss_of, resolved_metric_mode
+from fasttune.search._rng import NumpyState
 from fasttune.search._searcher_checks import (
     check_points,
     check_positive_int,
@@ -109,7 +110,6 @@ class ZOOptSearch(Searcher):
         parallel_num: int = 1,
         **kwargs: Any,
     ):
-        import numpy as np
 
         import_zoopt()
         check_single_metric(metric, _NAME)
@@ -120,7 +120,7 @@ class ZOOptSearch(Searcher):
         seed = check_seed(kwargs.pop("seed", None), "seed", _NAME)
         self._parameter_kwargs = dict(kwargs)
         self._points = check_points(points_to_evaluate, _NAME)
-        self._rng_state: Any = np.random.RandomState(seed).get_state()
+        self._random = NumpyState(seed)
         self._coordinates: list[Coordinate] = []
         self._flat: FlatSpace | None = None
         self._precisions: list[Any] = []
@@ -237,20 +237,14 @@ class ZOOptSearch(Searcher):
         caller's generator is put back after it. ``draws=False`` for calls that draw
         nothing (telling a result): swapping generators costs about 1 ms.
         """
-        import numpy as np
         from zoopt.utils.zoo_global import gl
 
         gl.float_precisions = list(self._precisions)
         if not draws:
             yield
             return
-        saved = np.random.get_state()
-        np.random.set_state(self._rng_state)
-        try:
+        with self._random.active():
             yield
-        finally:
-            self._rng_state = np.random.get_state()
-            np.random.set_state(saved)
 
     # ------------------------------------------------------------------ search
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
