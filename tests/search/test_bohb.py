@@ -22,13 +22,7 @@ from tests.search import _bohb_driver as driver
 # processes import this module to load the trainables, and importing them takes seconds.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RANDOM = {"random_fraction": 1.0}  # BOHB samples at random: for checking domains
-
-
-@pytest.fixture(autouse=True)
-def _two_cpus():
-    tune.init(num_cpus=2, num_gpus=0)
-    yield
-    tune.shutdown()
+pytestmark = pytest.mark.usefixtures("two_cpus")
 
 
 def curve(config):
