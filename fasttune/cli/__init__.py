@@ -67,7 +67,16 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument(
         "--kind",
         default="curves",
-        choices=["curves", "parallel", "importance", "history", "stops", "pbt"],
+        choices=["curves", "parallel", "importance", "history", "scatter", "stops", "pbt"],
+        help="scatter: the metric against each varying config parameter (or --param), "
+        "each trial's best value by mode; stops: where trials ended (ASHA/HyperBand "
+        "rungs); pbt: PBT's exploits",
+    )
+    plot.add_argument(
+        "--param",
+        action="append",
+        metavar="P",
+        help="with --kind scatter or parallel: the config parameter(s) to draw (repeatable)",
     )
     plot.add_argument(
         "-o",

@@ -192,13 +192,17 @@ def plot(args: argparse.Namespace) -> int:
         "parallel": vis.plot_parallel_coordinate,
         "importance": vis.plot_param_importances,
         "history": vis.plot_optimization_history,
+        "scatter": vis.plot_slice,
     }
+    if args.param and args.kind not in ("scatter", "parallel"):
+        raise table.UsageError(f"--param goes with --kind scatter or parallel, not {args.kind}.")
     if args.kind == "stops":
         figure = vis.plot_stopping_points(view)
     elif args.kind == "pbt":
         figure = vis.plot_pbt_exploits(view)
     else:
-        figure = makers[args.kind](view, metric=view.metric, mode=view.mode)
+        extra = {"params": args.param} if args.param else {}
+        figure = makers[args.kind](view, metric=view.metric, mode=view.mode, **extra)
     vis.write_figure(figure, args.output, width=args.width, height=args.height)
     _out(f"Wrote {args.kind} of {view.name} to {args.output}")
     return 0

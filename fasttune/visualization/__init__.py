@@ -18,6 +18,7 @@ from fasttune.visualization._plots import (
     plot_learning_curves,
     plot_optimization_history,
     plot_parallel_coordinate,
+    plot_slice,
 )
 from fasttune.visualization._schedulers import (
     pbt_exploits,
@@ -36,6 +37,7 @@ __all__ = [
     "plot_parallel_coordinate",
     "plot_param_importances",
     "plot_pbt_exploits",
+    "plot_slice",
     "plot_stopping_points",
     "write_figure",
 ]

@@ -1,4 +1,4 @@
-"""Learning curves, parallel coordinates and the optimisation history."""
+"""Learning curves, parallel coordinates, slices and the optimisation history."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from fasttune import result as R
+from fasttune._support.imports import import_optional
+from fasttune.results.experiment_view import ExperimentView, TrialSummary
 from fasttune.visualization._source import (
     as_view,
     encode_param,
@@ -204,4 +206,98 @@ def plot_experiments_comparison(
         xaxis_title="trial (in order)",
         yaxis_title=views[0].metric,
     )
+    return figure
+
+
+def best_values(view: ExperimentView, metric: str) -> list[tuple[TrialSummary, float]]:
+    """Each trial's best ``metric`` over all its results by the view's mode (its last
+    value when no mode is known), in creation order; trials without one left out."""
+    if view.mode not in ("min", "max"):
+        return scored(view, metric)
+    better = min if view.mode == "min" else max
+    pairs = []
+    for trial in view.trials:
+        values = [
+            v for r in view.history(trial.trial_id) if (v := number(r.get(metric))) is not None
+        ]
+        if not values:  # no result file yet: the state's last result, if any
+            last = number(trial.last_result.get(metric))
+            values = [] if last is None else [last]
+        if values:
+            pairs.append((trial, better(values)))
+    return pairs
+
+
+def plot_slice(
+    source: Any,
+    metric: str | None = None,
+    mode: str | None = None,
+    *,
+    params: Sequence[str] | None = None,
+) -> Any:
+    """A scatter of ``metric`` against each config parameter, one point per trial.
+
+    Each trial's point is its best ``metric`` (by ``mode``; its last value when no mode
+    is known). With several parameters, one panel per parameter side by side, sharing
+    the metric axis (as ``optuna.visualization.plot_slice``). Categorical parameters
+    get one x tick per category.
+
+    Args:
+        source: ResultGrid, ExperimentAnalysis, experiment path or ExperimentView.
+        metric: The result key to draw (default: the experiment's metric).
+        mode: ``"min"``/``"max"`` (default: the experiment's mode).
+        params: The parameters to draw (default: every config parameter that varies).
+
+    Raises:
+        ValueError: No trial reported ``metric``, an unknown parameter in ``params``,
+            or no parameter varies.
+    """
+    view = as_view(source, metric, mode)
+    metric = require_metric(view, metric)
+    pairs = best_values(view, metric)
+    if not pairs:
+        raise ValueError(f"No trial of {view.path!r} reported a number for {metric!r} yet.")
+    trials = [t for t, _ in pairs]
+    known = {k for t in trials for k in t.config}
+    names = list(params) if params is not None else param_names(trials)
+    for name in names:
+        if name not in known:
+            raise ValueError(f"params: no config parameter {name!r}; known: {sorted(known)}.")
+    if not names:
+        raise ValueError(
+            f"params: no config parameter of {view.path!r} varies; known: {sorted(known)}."
+        )
+    subplots = import_optional("plotly.subplots", extra="plot", feature="fasttune.visualization")
+    go = plotly_go()
+    figure = subplots.make_subplots(
+        rows=1, cols=len(names), shared_yaxes=True, subplot_titles=names
+    )
+    scores = [v for _, v in pairs]
+    ids = [t.trial_id for t in trials]
+    for column, name in enumerate(names, start=1):
+        values = [t.config.get(name) for t in trials]
+        numeric = all(number(v) is not None for v in values)
+        xs = [float(v) if numeric else repr(v) for v in values]  # type: ignore[arg-type]
+        figure.add_trace(
+            go.Scatter(
+                x=xs,
+                y=scores,
+                mode="markers",
+                name=name,
+                text=ids,
+                hovertemplate="%{text}<br>" + name + "=%{x}<br>" + metric + "=%{y}<extra></extra>",
+                marker={"color": list(range(len(ids))), "colorscale": "Blues", "size": 8},
+                showlegend=False,
+            ),
+            row=1,
+            col=column,
+        )
+        figure.update_xaxes(title_text=name, row=1, col=column)
+        if not numeric:
+            figure.update_xaxes(
+                type="category", categoryorder="category ascending", row=1, col=column
+            )
+    how = f"best per trial, {view.mode}" if view.mode in ("min", "max") else "last per trial"
+    figure.update_yaxes(title_text=metric, row=1, col=1)
+    figure.update_layout(title=f"Slice: {metric} ({how})")
     return figure

@@ -98,6 +98,36 @@ def test_optimization_history_best_so_far(project):
     assert best == [max(values[: i + 1]) for i in range(len(values))]
 
 
+def test_slice_puts_each_trials_best_against_each_param(project):
+    experiment = os.path.join(project, "asha")
+    files = histories(experiment)
+    figure = vis.plot_slice(experiment)  # metric and mode (score, max) from the experiment
+    assert [trace.name for trace in figure.data] == ["lr", "opt"]  # tag never varies
+    assert [a.text for a in figure.layout.annotations] == ["lr", "opt"]  # one panel each
+    for trace in figure.data:
+        assert sorted(trace.text) == sorted(files)
+        for trial_id, x, y in zip(trace.text, trace.x, trace.y):
+            history = files[trial_id]
+            assert y == pytest.approx(max(r["score"] for r in history))
+            config = history[-1]["config"]
+            expected = config["lr"] if trace.name == "lr" else repr(config["opt"])
+            assert x == pytest.approx(expected) if trace.name == "lr" else x == expected
+    assert figure.layout.xaxis2.type == "category"
+    # errors: loss per trial is its best by mode (min), here the last of a falling curve
+    errors = os.path.join(project, "errors")
+    minimum = vis.plot_slice(errors, params=["x"])
+    assert len(minimum.data) == 1 and minimum.data[0].name == "x"
+    for trial_id, y in zip(minimum.data[0].text, minimum.data[0].y):
+        assert y == pytest.approx(min(r["loss"] for r in histories(errors)[trial_id]))
+    maximum = vis.plot_slice(errors, metric="loss", mode="max", params=["x"])
+    for trial_id, y in zip(maximum.data[0].text, maximum.data[0].y):
+        assert y == pytest.approx(max(r["loss"] for r in histories(errors)[trial_id]))
+    with pytest.raises(ValueError, match="params: no config parameter 'nope'"):
+        vis.plot_slice(experiment, params=["nope"])
+    with pytest.raises(ValueError, match="no config parameter of .* varies"):
+        vis.plot_slice(experiment, params=[])
+
+
 def test_bad_sources_and_metrics(project, tmp_path):
     with pytest.raises(TypeError, match="Pass a ResultGrid, an ExperimentAnalysis or an"):
         vis.plot_learning_curves(42)
@@ -105,13 +135,26 @@ def test_bad_sources_and_metrics(project, tmp_path):
         vis.plot_parallel_coordinate(os.path.join(project, "asha"), metric="nope")
 
 
-@pytest.mark.parametrize("kind", ["curves", "parallel", "importance", "history"])
+@pytest.mark.parametrize("kind", ["curves", "parallel", "importance", "history", "scatter"])
 def test_plot_command_writes_offline_html(project, tmp_path, kind, capsys):
     out = tmp_path / f"{kind}.html"
     assert main(["plot", os.path.join(project, "asha"), "--kind", kind, "-o", str(out)]) == 0
     html = out.read_text()
     assert '<script src="http' not in html and "Plotly.newPlot" in html
     assert len(html) > 1_000_000  # plotly.js embedded: opens offline
+
+
+def test_plot_command_scatter_of_one_param(project, tmp_path, capsys):
+    out = tmp_path / "scatter.html"
+    argv = ["plot", os.path.join(project, "asha"), "--kind", "scatter", "--param", "lr"]
+    assert main([*argv, "--metric", "score", "-o", str(out)]) == 0
+    html = out.read_text()
+    assert '"text":"Slice: score (best per trial, max)"' in html
+    assert '"name":"lr"' in html and '"name":"opt"' not in html  # one panel
+    assert main([*argv[:-1], "nope", "-o", str(out)]) == 2
+    assert "params: no config parameter 'nope'" in capsys.readouterr().err
+    assert main(["plot", argv[1], "--kind", "curves", "--param", "lr", "-o", str(out)]) == 2
+    assert "--param goes with --kind scatter or parallel" in capsys.readouterr().err
 
 
 def test_plot_command_errors(project, tmp_path, capsys):
