@@ -198,6 +198,56 @@ def test_commands_read_a_running_experiment(live, capsys):
     assert code == 0 and "Trials: 2 (RUNNING 2)" in out and "Best trial: " in out
 
 
+def wait_for_more_results(experiment: str, more: int = 4) -> None:
+    before = iterations_of(experiment)
+    deadline = time.monotonic() + 30
+    while iterations_of(experiment) < before + more and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert iterations_of(experiment) >= before + more, "the running experiment stalled"
+
+
+def test_lsx_reads_a_running_experiment(live, capsys, tmp_path):
+    rows = []
+    for name in ("first.json", "second.json"):
+        out = tmp_path / name
+        code, _, _ = run(capsys, "lsx", os.path.dirname(live), "--output", str(out))
+        assert code == 0
+        [row] = json.loads(out.read_text())
+        rows.append(row)
+        wait_for_more_results(live)
+    for row in rows:
+        assert (row["name"], row["total_trials"], row["running"]) == ("live", 2, 2)
+        assert (row["terminated"], row["error"], row["metric"]) == (0, 0, "loss")
+    # loss = 1/i + x falls as the run goes: the second look sees a better best
+    assert rows[1]["best"] < rows[0]["best"]
+    now = min(r["loss"] for r in last_results(live).values())
+    assert now <= rows[1]["best"]
+
+
+def test_plot_reads_a_running_experiment(live, capsys, tmp_path):
+    pytest.importorskip("plotly")
+    from fasttune import visualization as vis
+
+    for kind in ("curves", "history", "parallel", "scatter", "stops"):
+        out = tmp_path / f"{kind}.html"
+        code, _, err = run(capsys, "plot", live, "--kind", kind, "-o", str(out))
+        assert code == 0, err
+        assert "Plotly.newPlot" in out.read_text()
+    points = []
+    for _ in range(2):
+        before = iterations_of(live)
+        figure = vis.plot_learning_curves(live)  # metric (loss) from the running experiment
+        after = iterations_of(live)
+        assert {t.name for t in figure.data} == set(last_results(live))
+        points.append(sum(len(t.x) for t in figure.data))
+        assert before <= points[-1] <= after  # every result written when it looked
+        wait_for_more_results(live)
+    assert points[1] > points[0]
+    scatter = vis.plot_slice(live)
+    for trial_id, y in zip(scatter.data[0].text, scatter.data[0].y):
+        assert y >= last_results(live)[trial_id]["loss"]  # best (min) so far, and loss falls
+
+
 def test_python_dash_m_and_import_cost(project):
     done = subprocess.run(
         [sys.executable, "-m", "fasttune", "lsx", project],
