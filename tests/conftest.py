@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.experiments import make_project, running_experiment
+from tests.experiments import make_hyperband, make_project, running_experiment
 from tests.s3_server import _s3_admin, s3_bucket, s3_server
 
-__all__ = ["_s3_admin", "live", "project", "s3_bucket", "s3_server"]
+__all__ = ["_s3_admin", "hyperband", "live", "project", "s3_bucket", "s3_server"]
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +16,12 @@ def project(tmp_path_factory):
     (made once per test session: the command line, dashboard, plots and readers
     all look at the same real runs)."""
     return make_project(str(tmp_path_factory.mktemp("project")))
+
+
+@pytest.fixture(scope="session")
+def hyperband(tmp_path_factory):
+    """The folder of a finished experiment run under HyperBandScheduler."""
+    return make_hyperband(str(tmp_path_factory.mktemp("hyperband")))
 
 
 @pytest.fixture(scope="module")

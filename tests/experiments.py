@@ -2,7 +2,9 @@
 
 ``project`` holds three finished experiments (``errors``: two trials fail;
 ``asha``: ASHA stops some trials early; ``pbt``: PBT exploits checkpoints).
-``running_experiment`` starts a slow run in its own process and yields while it runs.
+``make_hyperband`` runs one under HyperBand (a fixture of its own: ``lsx`` tests
+count the project's experiments). ``running_experiment`` starts a slow run in its own
+process and yields while it runs.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import fasttune as tune
-from fasttune.schedulers import ASHAScheduler, PopulationBasedTraining
+from fasttune.schedulers import ASHAScheduler, HyperBandScheduler, PopulationBasedTraining
 
 
 def failing(config: dict[str, Any]) -> None:
@@ -91,6 +93,28 @@ def make_project(root: str) -> str:
     finally:
         tune.shutdown()
     return root
+
+
+def make_hyperband(root: str) -> str:
+    """Run an experiment under HyperBand (max_t=9, eta=3: milestones 1, 3 and 9) into
+    ``root``; its trials checkpoint, so promoted ones resume where they paused."""
+    tune.init(num_cpus=2, num_gpus=0)
+    try:
+        tune.Tuner(
+            pbt_trainable,  # score = lr * step, a checkpoint at each step
+            param_space={"lr": tune.uniform(0.1, 1.0)},
+            tune_config=tune.TuneConfig(
+                metric="score",
+                mode="max",
+                num_samples=12,
+                seed=3,
+                scheduler=HyperBandScheduler(max_t=9, reduction_factor=3),
+            ),
+            run_config=tune.RunConfig(storage_path=root, name="hyperband", verbose=0),
+        ).fit()
+    finally:
+        tune.shutdown()
+    return os.path.join(root, "hyperband")
 
 
 RUNNING_SCRIPT = """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections import Counter
+from collections import defaultdict
 from typing import Any
 
 from fasttune.results.experiment_view import ExperimentView
@@ -12,21 +12,40 @@ from fasttune.visualization._source import as_view, plotly_go
 
 PBT_GLOBAL_FILE = "pbt_global.txt"  # written by PopulationBasedTraining (Ray's name)
 _INDEX = re.compile(r"^(\d+)_")
+HOVER_IDS = 20  # a stopping bar names at most this many of its trials
 
 
 def plot_stopping_points(source: Any) -> Any:
-    """How many trials ended at each iteration, by status.
+    """How many trials ended at each iteration, by status; hovering a bar lists them.
 
     Under ASHA or HyperBand the bars stand at the rungs: how many trials each rung
-    stopped, and how many ran to the end.
+    stopped, and how many ran to the end (each trial's last ``training_iteration``,
+    from its result file). HyperBand's brackets are not told apart: which bracket a
+    trial is in is kept only in the scheduler's pickle, which display reads never open.
     """
     view = as_view(source)
-    counts = Counter((t.iterations, t.status) for t in view.trials)
+    groups: dict[tuple[int, str], list[str]] = defaultdict(list)
+    for trial in view.trials:
+        groups[(trial.iterations, trial.status)].append(trial.trial_id)
     go = plotly_go()
     figure = go.Figure()
-    for status in sorted({s for _, s in counts}):
-        steps = sorted(i for i, s in counts if s == status)
-        figure.add_trace(go.Bar(x=steps, y=[counts[(i, status)] for i in steps], name=status))
+    for status in sorted({s for _, s in groups}):
+        steps = sorted(i for i, s in groups if s == status)
+        ids = [groups[(i, status)] for i in steps]
+        named = [
+            ", ".join(t[:HOVER_IDS])
+            + (f" and {len(t) - HOVER_IDS} more" if len(t) > HOVER_IDS else "")
+            for t in ids
+        ]
+        figure.add_trace(
+            go.Bar(
+                x=steps,
+                y=[len(t) for t in ids],
+                name=status,
+                customdata=named,
+                hovertemplate="%{y} trials " + status + " at %{x}: %{customdata}<extra></extra>",
+            )
+        )
     figure.update_layout(
         barmode="stack",
         title="Where trials stopped",

@@ -118,6 +118,20 @@ def test_figures(client):
     assert client.get("/api/experiment", params={"exp": "asha"}).json()["pbt"] is False
 
 
+def test_stops_view_of_a_hyperband_experiment(hyperband):
+    """The scheduler view under HyperBand: each trial's last training_iteration, at
+    the milestones (1, 3, 9), read from the result files (no pickle opened)."""
+    client = TestClient(create_app(os.path.dirname(hyperband)))
+    response = client.get("/api/figure", params={"exp": "hyperband", "kind": "stops"})
+    assert response.status_code == 200, response.text
+    [bars] = response.json()["data"]
+    ends: dict[int, int] = {}
+    for history in histories(hyperband).values():
+        last = history[-1]["training_iteration"]
+        ends[last] = ends.get(last, 0) + 1
+    assert dict(zip(bars["x"], bars["y"])) == ends and set(ends) <= {1, 3, 9}
+
+
 def test_compare_experiments(client):
     figure = client.get("/api/compare", params={"exps": "asha,pbt"}).json()
     assert [t["name"] for t in figure["data"]] == ["asha", "pbt"]

@@ -219,6 +219,27 @@ def test_stopping_points_show_asha_rungs(project):
     assert len(expected) > 1  # ASHA stopped some trials early, at its rungs
 
 
+def test_stopping_points_show_hyperband_rungs(hyperband, tmp_path, capsys):
+    """Where each HyperBand trial ended is its last training_iteration (its result
+    file): the bars stand at the milestones (max_t=9, eta=3: 1, 3, 9) and name their
+    trials."""
+    files = histories(hyperband)
+    assert len(files) == 12
+    expected: dict[int, set[str]] = {}
+    for trial_id, history in files.items():
+        expected.setdefault(history[-1]["training_iteration"], set()).add(trial_id)
+    assert set(expected) <= {1, 3, 9} and len(expected) > 1  # brackets halved at milestones
+    figure = vis.plot_stopping_points(hyperband)
+    assert [trace.name for trace in figure.data] == ["TERMINATED"]
+    [trace] = figure.data
+    assert dict(zip(trace.x, trace.y)) == {i: len(ids) for i, ids in expected.items()}
+    for step, named in zip(trace.x, trace.customdata):
+        assert set(named.split(", ")) == expected[step]
+    out = tmp_path / "stops.html"
+    assert main(["plot", hyperband, "--kind", "stops", "-o", str(out)]) == 0
+    assert "Plotly.newPlot" in out.read_text()
+
+
 def test_pbt_exploits_from_the_policy_log(project):
     experiment = os.path.join(project, "pbt")
     with open(os.path.join(experiment, "pbt_global.txt")) as f:
