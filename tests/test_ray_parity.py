@@ -237,3 +237,52 @@ def test_num_samples_stop_and_time_budget_reach_set_search_properties(
         "stop": {"training_iteration": 1},
         "time_budget_s": 600,
     }
+
+
+class _Introspecting(tune.Trainable):
+    """Reports what the older Trainable API says about where it runs."""
+
+    def step(self) -> dict[str, Any]:
+        return {
+            "actor": self.is_actor(),
+            "ip": self.get_current_ip(),
+            "cloud": self.uses_cloud_checkpointing,
+        }
+
+    def save_checkpoint(self, checkpoint_dir: str) -> dict[str, Any]:
+        with open(f"{checkpoint_dir}/weights.txt", "w") as f:
+            f.write(str(self.iteration))
+        return {"iteration": self.iteration}
+
+    def load_checkpoint(self, checkpoint: dict[str, Any] | str) -> None:
+        pass
+
+
+def test_older_trainable_api_inside_a_run_and_by_hand(tmp_path: Any) -> None:
+    from fasttune.result import NODE_IP
+
+    results = Tuner(
+        _Introspecting,
+        run_config=RunConfig(
+            storage_path=str(tmp_path), name="old", stop={"training_iteration": 1}, verbose=0
+        ),
+    ).fit()
+    metrics = results[0].metrics
+    assert metrics["actor"] is True and metrics["cloud"] is False
+    assert metrics["ip"] == metrics[NODE_IP]
+
+    trainable = _Introspecting(config={}, logger_creator=None)
+    try:
+        assert trainable.is_actor() is False and trainable.uses_cloud_checkpointing is False
+        on_s3 = _Introspecting(config={}, logger_creator=None, storage="s3://bucket/exp")
+        assert on_s3.uses_cloud_checkpointing
+        on_s3.stop()
+        trainable.train()
+        path = trainable.save(str(tmp_path / "by_hand" / "checkpoint_000001"))
+        # A file inside the checkpoint names it too; the whole directory goes.
+        trainable.delete_checkpoint(f"{path}/weights.txt")
+        assert not (tmp_path / "by_hand" / "checkpoint_000001").exists()
+        assert (tmp_path / "by_hand").is_dir()
+        trainable.delete_checkpoint(path)  # already gone: skipped, as Ray does
+    finally:
+        trainable.stop()

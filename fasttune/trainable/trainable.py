@@ -17,6 +17,7 @@ from fasttune._support.result_values import plain_result
 from fasttune.checkpoint import Checkpoint
 from fasttune.trainable import _checkpoint_staging as staging
 from fasttune.trainable import checkpoint_io as ckpt_io
+from fasttune.trainable._legacy_api import LegacyTrainableAPI
 from fasttune.trainable._output_capture import OutputCapture
 from fasttune.trainable._result_logger import create_result_logger, reopen_logger
 from fasttune.trainable._result_metrics import DateCache, auto_filled_metrics, fill_defaults
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 SETUP_TIME_WARNING_S = 10.0
 
 
-class Trainable:
+class Trainable(LegacyTrainableAPI):
     """Base class for class-API trainables (as ``ray.tune.Trainable``).
 
     Subclasses implement :meth:`setup`, :meth:`step`, and for checkpointing
