@@ -127,6 +127,7 @@ def create_app(root: str, token: str | None = None) -> Any:
             "parallel": vis.plot_parallel_coordinate,
             "importance": vis.plot_param_importances,
             "history": vis.plot_optimization_history,
+            "scatter": vis.plot_slice,
         }
         scheduler = {"stops": vis.plot_stopping_points, "pbt": vis.plot_pbt_exploits}
         kind = q.get("kind", "")

@@ -102,7 +102,7 @@ def test_curves_are_the_result_files(client, project):
 
 
 def test_figures(client):
-    for kind in ("parallel", "importance", "history"):
+    for kind in ("parallel", "importance", "history", "scatter"):
         response = client.get("/api/figure", params={"exp": "asha", "kind": kind})
         assert response.status_code == 200, response.text
         assert response.json()["data"]
