@@ -23,7 +23,8 @@ class TimeoutStopper(Stopper):
 
     Args:
         timeout: Seconds, or a ``datetime.timedelta``.
-        clock: Monotonic clock in seconds (injected in tests).
+        clock: Clock in seconds (injected in tests); by default the wall clock,
+            ``time.time()``, read at each call, as Ray's stopper reads it.
 
     Raises:
         TypeError: If ``timeout`` is neither a number nor a timedelta.
@@ -43,7 +44,7 @@ class TimeoutStopper(Stopper):
         self,
         timeout: float | datetime.timedelta,
         *,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ):
         if isinstance(timeout, datetime.timedelta):
             seconds = timeout.total_seconds()
@@ -66,13 +67,16 @@ class TimeoutStopper(Stopper):
         """Seconds left (may be negative once spent)."""
         if self._last_check is None:
             return self._budget
-        return self._budget - (self._clock() - self._last_check)
+        return self._budget - (self._now() - self._last_check)
+
+    def _now(self) -> float:
+        return time.time() if self._clock is None else self._clock()
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         return False
 
     def stop_all(self) -> bool:
-        now = self._clock()
+        now = self._now()
         if self._last_check is not None:
             self._budget -= now - self._last_check
         self._last_check = now

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import functools
 import pickle
+import time
 
 import pytest
 
@@ -203,6 +204,22 @@ def test_timeout_pickles_the_remaining_budget(clock):
 def test_timeout_with_default_clock_pickles():
     restored = pickle.loads(pickle.dumps(TimeoutStopper(5)))
     assert restored.stop_all() is False
+
+
+def test_timeout_reads_the_wall_clock_as_ray_does(monkeypatch):
+    # Ray's TimeoutStopper reads time.time(); so does the default one, at each call,
+    # and a pickled copy keeps only the budget left.
+    wall = [1_700_000_000.0]
+    monkeypatch.setattr(time, "time", lambda: wall[0])
+    stopper = TimeoutStopper(10)
+    assert stopper.stop_all() is False
+    wall[0] += 4
+    assert stopper.budget_left == pytest.approx(6)
+    restored = pickle.loads(pickle.dumps(stopper))
+    wall[0] += 1000  # time between save and resume is not spent
+    assert restored.stop_all() is False and restored.budget_left == pytest.approx(6)
+    wall[0] += 6
+    assert restored.stop_all() is True
 
 
 @pytest.mark.parametrize(
