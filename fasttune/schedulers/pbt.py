@@ -63,6 +63,8 @@ class PopulationBasedTraining(FIFOScheduler):
     ``should_checkpoint`` save if one falls there, else a save the controller is
     asked for, else (when the controller cannot save a running trial) by pausing.
     The ``random`` module drives all choices: ``random.seed`` makes them repeatable.
+    Its state is saved with the scheduler's, and a restored experiment sets it back,
+    so the draws after a restore are those the uninterrupted run would have made.
 
     Args:
         time_attr: Monotonically increasing result key measuring progress.
@@ -206,6 +208,12 @@ class PopulationBasedTraining(FIFOScheduler):
             return CONTINUE
         if time - state.last_perturbation_time < self._perturbation_interval:
             return CONTINUE
+        if self._synch and time < self._next_perturbation_sync:
+            # Short of the sync point there is nothing to wait for. (A restored state can
+            # hold an older perturbation time than the sync point; pausing the trial
+            # here would send it back to its checkpoint before the sync point, again
+            # at every turn: a livelock the chaos campaign found.)
+            return CONTINUE
         self._save_trial_state(state, time, result, trial)
         if self._synch:
             return self._synch_step(tune_controller, trial, time)
@@ -254,6 +262,9 @@ class PopulationBasedTraining(FIFOScheduler):
             "deferred": dict(self._deferred),
             "num_checkpoints": self._num_checkpoints,
             "num_perturbations": self._num_perturbations,
+            # The random generator's state too (the `random` module's, unless replaced):
+            # a restore then draws what the run would have drawn, not from the seed again.
+            "rng_state": _rng_state(self._rng),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
@@ -265,6 +276,9 @@ class PopulationBasedTraining(FIFOScheduler):
         self._sync_cursor = 0
         self._num_checkpoints = state["num_checkpoints"]
         self._num_perturbations = state["num_perturbations"]
+        rng_state = state.get("rng_state")  # absent from states saved before it was kept
+        if rng_state is not None and callable(getattr(self._rng, "setstate", None)):
+            self._rng.setstate(rng_state)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ steps
     def _has_attrs(self, result: dict[str, Any]) -> bool:
@@ -479,3 +493,9 @@ class PopulationBasedTraining(FIFOScheduler):
         row = [state.orig_tag, donor_state.orig_tag, trial.last_result.get(R.TRAINING_ITERATION, 0)]
         row += [checkpoint_iteration(donor), donor.config, new_config]
         log_exploit(trial.experiment_path, trial.trial_id, donor.trial_id, row)
+
+
+def _rng_state(rng: RandomSource) -> Any:
+    """``rng``'s state (``random.getstate()`` for the module), or None if it has none."""
+    getstate = getattr(rng, "getstate", None)
+    return getstate() if callable(getstate) else None

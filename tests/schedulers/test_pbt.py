@@ -339,6 +339,40 @@ def test_synch_does_not_hang_when_a_trial_ends_before_the_interval():
     assert pbt.choose_trial_to_run(view) is not None
 
 
+def test_synch_does_not_pause_a_trial_short_of_the_sync_point():
+    # A restored state can hold a perturbation time older than the sync point (here 6,
+    # the sync point 10): a trial at 9 used to be paused to wait for the others, went
+    # back to its checkpoint at 8, ran 9 again and was paused again, forever (found by
+    # the chaos campaign, tests/chaos, --kind pbt).
+    pbt = make_pbt(synch=True, log_config=False)
+    trials, view = population(pbt, 2)
+    state = pbt.get_state()
+    state["next_perturbation_sync"] = 10
+    for trial_state in state["trial_state"].values():
+        trial_state.update(last_perturbation_time=6, last_train_time=8)
+    pbt.set_state(state)
+    assert report_all(pbt, view, trials, 9, [1, 2]) == ["CONTINUE"] * 2
+    # Both at 10: perturbed together (t0 will clone t1 once t1 has paused and saved).
+    assert report_all(pbt, view, trials, 10, [1, 2]) == ["PAUSE", "PAUSE"]
+    assert pbt._deferred == {"t0": "t1"} and pbt._next_perturbation_sync == 12
+
+
+def test_restored_state_draws_what_the_run_would_have_drawn():
+    pbt = make_pbt(synch=True, log_config=False)
+    pbt._rng = random  # the default: the random module, seeded by the user
+    random.seed(3)
+    trials, view = population(pbt, 4)
+    report_all(pbt, view, trials, 2, [4, 3, 2, 1])  # a perturbation: draws
+    assert pbt._deferred  # its donor drawn (the exploit waits for the donor to save)
+    saved = pbt.get_state()
+    expected = [random.random() for _ in range(3)]
+    random.seed(3)  # a restored driver seeds again at its start
+    restored = make_pbt(synch=True, log_config=False)
+    restored._rng = random
+    restored.set_state(saved)
+    assert [random.random() for _ in range(3)] == expected
+
+
 # ---------------------------------------------------------------------- state, logs
 def test_state_round_trip_keeps_the_schedule():
     pbt = make_pbt()
