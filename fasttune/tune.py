@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from typing import Any
 
 from fasttune.config import CheckpointConfig, FailureConfig, RunConfig
@@ -106,12 +107,19 @@ def run(
         seed=seed,
     )
     tuner = None
-    if resume and name:
+    flags = resume_flags(resume)
+    if flags is not None and name:
         from fasttune.storage.defaults import default_storage_path
 
         path = os.path.join(storage_path or local_dir or default_storage_path(), name)
         if Tuner.can_restore(path):
-            tuner = Tuner.restore(path, trainable, resume_errored=resume == "ERRORED_ONLY")
+            tuner = Tuner.restore(
+                path,
+                trainable,
+                resume_unfinished=flags.get("resume_unfinished", True),
+                resume_errored=flags.get("resume_errored", False),
+                restart_errored=flags.get("restart_errored", False),
+            )
     if tuner is None:
         tuner = Tuner(
             trainable, param_space=config or {}, tune_config=tune_config, run_config=run_config
@@ -122,6 +130,58 @@ def run(
     if failed and raise_on_failed_trial:
         raise TuneError(f"Trials did not complete: {[str(t) for t in failed]}")
     return analysis
+
+
+_RESUME_MODES = frozenset({"LOCAL", "REMOTE", "PROMPT", "AUTO"})
+_RESUME_SUFFIXES = {
+    "ERRORED": {"resume_errored": True},
+    "RESTART_ERRORED": {"restart_errored": True},
+    "ERRORED_ONLY": {"resume_unfinished": False, "resume_errored": True, "restart_errored": False},
+    "RESTART_ERRORED_ONLY": {
+        "resume_unfinished": False,
+        "resume_errored": False,
+        "restart_errored": True,
+    },
+}
+
+
+def resume_flags(resume: bool | str | None) -> dict[str, bool] | None:
+    """``tune.run(resume=...)`` as ``Tuner.restore`` flags; None for a new run.
+
+    As Ray: ``True`` is ``"LOCAL"``; a mode (``LOCAL``, ``REMOTE``, ``PROMPT``,
+    ``AUTO``: each continues the experiment at ``<storage_path>/<name>`` when there
+    is one, else starts it) takes suffixes ``+ERRORED`` (resume errored trials from
+    their last checkpoint), ``+RESTART_ERRORED`` (restart them from scratch), and
+    ``+ERRORED_ONLY`` / ``+RESTART_ERRORED_ONLY`` (the same, with the unfinished
+    trials ended rather than resumed). A bare ``"ERRORED_ONLY"`` is Ray's deprecated
+    spelling of ``"LOCAL+RESTART_ERRORED_ONLY"``.
+
+    Raises:
+        ValueError: For any other value.
+    """
+    if resume is None or resume is False:
+        return None
+    if resume is True:
+        resume = "LOCAL"
+    if resume == "ERRORED_ONLY":
+        warnings.warn(
+            "tune.run(resume='ERRORED_ONLY') is deprecated (as in Ray): pass "
+            "resume='LOCAL+RESTART_ERRORED_ONLY'.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        resume = "LOCAL+RESTART_ERRORED_ONLY"
+    mode, *suffixes = resume.split("+") if isinstance(resume, str) else [""]
+    if mode not in _RESUME_MODES or any(s not in _RESUME_SUFFIXES for s in suffixes):
+        raise ValueError(
+            f"tune.run(resume={resume!r}) is invalid: use True, False, or one of "
+            f"{sorted(_RESUME_MODES)} followed by any of "
+            f"{['+' + s for s in _RESUME_SUFFIXES]} (e.g. 'AUTO+ERRORED')."
+        )
+    flags: dict[str, bool] = {}
+    for suffix in suffixes:
+        flags.update(_RESUME_SUFFIXES[suffix])
+    return flags
 
 
 # tune.run's keyword arguments (those an Experiment does not hold are the run's own).

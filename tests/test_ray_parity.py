@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -286,3 +287,61 @@ def test_older_trainable_api_inside_a_run_and_by_hand(tmp_path: Any) -> None:
         trainable.delete_checkpoint(path)  # already gone: skipped, as Ray does
     finally:
         trainable.stop()
+
+
+def _fails_until_gate_opens(config: dict[str, Any]) -> None:
+    with open(config["calls"], "a") as f:
+        f.write("call\n")
+    if not os.path.exists(config["gate"]):
+        raise RuntimeError("the gate is closed")
+    tune.report({"score": 1})
+
+
+def _run_gated(tmp_path: Any, resume: Any) -> Any:
+    return tune.run(
+        _fails_until_gate_opens,
+        name="gated",
+        storage_path=str(tmp_path),
+        config={"gate": str(tmp_path / "gate"), "calls": str(tmp_path / "calls")},
+        resume=resume,
+        raise_on_failed_trial=False,
+        verbose=0,
+    )
+
+
+def _calls(tmp_path: Any) -> int:
+    return len((tmp_path / "calls").read_text().splitlines())
+
+
+@pytest.mark.parametrize("resume", ["AUTO+ERRORED", "LOCAL+RESTART_ERRORED", "ERRORED_ONLY"])
+def test_tune_run_resume_with_an_errored_suffix_retries_errored_trials(
+    resume: str, tmp_path: Any
+) -> None:
+    first = _run_gated(tmp_path, resume="AUTO")  # nothing to resume yet: a new run
+    assert [t.status for t in first.trials] == ["ERROR"] and _calls(tmp_path) == 1
+    again = _run_gated(tmp_path, resume="AUTO")  # errored trials stay as they are
+    assert [t.status for t in again.trials] == ["ERROR"] and _calls(tmp_path) == 1
+
+    (tmp_path / "gate").touch()
+    if resume == "ERRORED_ONLY":  # Ray's deprecated spelling of LOCAL+RESTART_ERRORED_ONLY
+        with pytest.warns(DeprecationWarning, match="LOCAL\\+RESTART_ERRORED_ONLY"):
+            retried = _run_gated(tmp_path, resume=resume)
+    else:
+        retried = _run_gated(tmp_path, resume=resume)
+    assert [t.status for t in retried.trials] == ["TERMINATED"] and _calls(tmp_path) == 2
+    assert retried.trials[0].last_result["score"] == 1
+
+
+def test_tune_run_resume_values_are_ray_s() -> None:
+    from fasttune.tune import resume_flags
+
+    assert resume_flags(False) is None and resume_flags(None) is None
+    assert resume_flags(True) == resume_flags("LOCAL") == resume_flags("AUTO") == {}
+    assert resume_flags("AUTO+ERRORED_ONLY") == {
+        "resume_unfinished": False,
+        "resume_errored": True,
+        "restart_errored": False,
+    }
+    for bad in ["auto", "AUTO+ERRORS", "SOMETIMES"]:
+        with pytest.raises(ValueError, match="AUTO\\+ERRORED"):
+            tune.run(_two_reports, name="x", resume=bad)
