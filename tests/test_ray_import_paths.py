@@ -9,6 +9,8 @@ The modules and names below are written down from Ray Tune 2.x's API reference
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import pytest
 
@@ -56,6 +58,12 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
         "Logger", "CSVLogger", "JsonLogger", "TBXLogger", "NoopLogger", "UnifiedLogger",
     ],
     "fasttune.logger.aim": ["AimLoggerCallback"],
+    "fasttune.logger.csv": ["CSVLogger", "CSVLoggerCallback"],
+    "fasttune.logger.json": ["JsonLogger", "JsonLoggerCallback"],
+    "fasttune.logger.tensorboardx": ["TBXLogger", "TBXLoggerCallback"],
+    "fasttune.logger.mlflow": ["MLflowLoggerCallback"],
+    "fasttune.logger.wandb": ["WandbLoggerCallback"],
+    "fasttune.logger.comet": ["CometLoggerCallback"],
     "fasttune.experiment": ["Trial"],
     "fasttune.execution.placement_groups": ["PlacementGroupFactory"],
     "fasttune.utils": ["wait_for_gpu", "diagnose_serialization", "validate_save_restore"],
@@ -94,3 +102,29 @@ def test_ray_tune_module_and_names_resolve(module: str) -> None:
     imported = importlib.import_module(module)
     missing = [name for name in RAY_TUNE_PATHS[module] if not hasattr(imported, name)]
     assert not missing, f"{module} lacks {missing}"
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "home"),
+    [
+        ("fasttune.logger.csv", "CSVLoggerCallback", "fasttune.logger"),
+        ("fasttune.logger.json", "JsonLoggerCallback", "fasttune.logger"),
+        ("fasttune.logger.tensorboardx", "TBXLoggerCallback", "fasttune.logger"),
+        ("fasttune.logger.mlflow", "MLflowLoggerCallback", "fasttune.air.integrations.mlflow"),
+        ("fasttune.logger.wandb", "WandbLoggerCallback", "fasttune.air.integrations.wandb"),
+        ("fasttune.logger.comet", "CometLoggerCallback", "fasttune.air.integrations.comet"),
+    ],
+)
+def test_ray_s_logger_module_paths_are_the_same_classes(module: str, name: str, home: str) -> None:
+    # `from ray.tune.logger.csv import CSVLoggerCallback` and the like, in a fresh
+    # interpreter (no import cycle whichever module comes first), give the one class.
+    code = (
+        f"from {module} import {name} as a\n"
+        f"from {home} import {name} as b\n"
+        "assert a is b, (a, b)\n"
+        f"import {module} as m\n"
+        "try:\n    m.NoSuchName\nexcept AttributeError:\n    pass\n"
+        "else:\n    raise SystemExit('unknown names must raise AttributeError')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -205,3 +205,13 @@ class CSVLogger(Logger):
     def close(self) -> None:
         """Close ``progress.csv``."""
         self._writer.close()
+
+
+def __getattr__(name: str) -> Any:
+    # Ray has ``CSVLoggerCallback`` in this module; it is defined in logger_callback, which
+    # imports this module's writer, so it is looked up here on first use.
+    if name == "CSVLoggerCallback":
+        from fasttune.logger import logger_callback
+
+        return logger_callback.CSVLoggerCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -119,3 +119,13 @@ class JsonLogger(Logger):
     def close(self) -> None:
         """Close ``result.json``."""
         self._writer.close()
+
+
+def __getattr__(name: str) -> Any:
+    # Ray has ``JsonLoggerCallback`` in this module; it is defined in logger_callback, which
+    # imports this module's writer, so it is looked up here on first use.
+    if name == "JsonLoggerCallback":
+        from fasttune.logger import logger_callback
+
+        return logger_callback.JsonLoggerCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

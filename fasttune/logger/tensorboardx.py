@@ -419,3 +419,13 @@ class TBXLogger(Logger):
                 self._writer.write_hparams(params)
         finally:
             self._writer.close()
+
+
+def __getattr__(name: str) -> Any:
+    # Ray has ``TBXLoggerCallback`` in this module; it is defined in logger_callback, which
+    # imports this module's writer, so it is looked up here on first use.
+    if name == "TBXLoggerCallback":
+        from fasttune.logger import logger_callback
+
+        return logger_callback.TBXLoggerCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,17 @@
+"""``CometLoggerCallback``, also at Ray's ``ray.tune.logger.comet`` path.
+
+The callback lives in :mod:`fasttune.air.integrations.comet`; it is loaded on first use
+(a name looked up, as ``fasttune/__init__.py`` does: the tracker sits in a layer
+above this package).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CometLoggerCallback":
+        return getattr(importlib.import_module("fasttune.air.integrations.comet"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
