@@ -144,6 +144,7 @@ class PopulationBasedTraining(FIFOScheduler):
         self._deferred: dict[str, str] = {}  # synch: target id -> donor id still saving
         self._waiting_on: dict[str, list[Trial]] = {}  # the same: donor id -> targets
         self._check_deferred = False  # restored: resolve with one scan of every trial
+        self._realign = False  # restored: align each trial's state with its resume point
         self._sync_cursor = 0  # synch: trials before it have reached the sync point
         self._num_checkpoints = 0
         self._num_perturbations = 0
@@ -235,6 +236,9 @@ class PopulationBasedTraining(FIFOScheduler):
 
         O(waiting trials): finished and running trials are not looked at.
         """
+        if self._realign:
+            self._realign = False
+            self._realign_to_resume_points(tune_controller.get_trials())
         waiting = tune_controller.get_waiting_trials()
         self._resolve_deferred(tune_controller, waiting)
         best, best_time = None, 0.0
@@ -274,11 +278,33 @@ class PopulationBasedTraining(FIFOScheduler):
         self._waiting_on = {}  # rebuilt from the trials by the next choose_trial_to_run
         self._check_deferred = bool(self._deferred)
         self._sync_cursor = 0
+        self._realign = True
         self._num_checkpoints = state["num_checkpoints"]
         self._num_perturbations = state["num_perturbations"]
         rng_state = state.get("rng_state")  # absent from states saved before it was kept
         if rng_state is not None and callable(getattr(self._rng, "setstate", None)):
             self._rng.setstate(rng_state)  # type: ignore[attr-defined]
+
+    def _realign_to_resume_points(self, trials: list[Trial]) -> None:
+        """After a restore, put each trial that is not running back where it resumes.
+
+        The saved state may have seen results past a trial's newest checkpoint (a crash
+        between a result and its checkpoint's record): the trial resumes from the
+        checkpoint, behind what the state says. Left so, a synch round would not wait
+        for it, and it would exploit (or be exploited) across rounds.
+        """
+        for trial in trials:
+            state = self._trial_state.get(trial.trial_id)
+            if state is None or trial.is_finished() or trial.status is TrialStatus.RUNNING:
+                continue
+            latest = getattr(trial.checkpoint_manager, "latest", None)
+            metrics = getattr(latest, "metrics", None) or {}
+            if latest is not None and self._time_attr not in metrics:
+                continue  # where it resumes is not known: leave it
+            resumes_at = metrics[self._time_attr] if latest is not None else 0
+            if resumes_at < state.last_train_time:
+                state.last_train_time = resumes_at
+                state.last_perturbation_time = min(state.last_perturbation_time, resumes_at)
 
     # ------------------------------------------------------------------ steps
     def _has_attrs(self, result: dict[str, Any]) -> bool:

@@ -357,6 +357,25 @@ def test_synch_does_not_pause_a_trial_short_of_the_sync_point():
     assert pbt._deferred == {"t0": "t1"} and pbt._next_perturbation_sync == 12
 
 
+def test_a_restored_trial_behind_its_saved_state_is_waited_for():
+    # The state saw t0 reach 2, but t0's checkpoint at 2 was lost in the crash: it
+    # resumes from 0. The round at 2 must wait for it, not perturb it from 0 with
+    # t1's checkpoint at 2 (a gap in its results) or before it has a score there.
+    pbt = make_pbt(synch=True, log_config=False)
+    trials, view = population(pbt, 2)
+    pbt.on_trial_result(view, trials[0], result(2, 1))
+    saved = pbt.get_state()
+    restored = make_pbt(synch=True, log_config=False)
+    restored.set_state(saved)
+    for t in trials:
+        t.set_status(TrialStatus.PENDING)
+    add_checkpoint(trials[1], "ck1_at_2", 2)
+    assert restored.choose_trial_to_run(view) is trials[0]  # behind: it goes first
+    trials[0].set_status(TrialStatus.RUNNING)
+    assert restored.on_trial_result(view, trials[1], result(2, 5)) == "PAUSE"  # waits for t0
+    assert view.of("exploit") == [] and restored._deferred == {}
+
+
 def test_restored_state_draws_what_the_run_would_have_drawn():
     pbt = make_pbt(synch=True, log_config=False)
     pbt._rng = random  # the default: the random module, seeded by the user
@@ -393,6 +412,7 @@ def test_synch_state_round_trip_keeps_the_sync_point():
     trials, view = population(pbt, 2)
     pbt.on_trial_result(view, trials[0], result(2, 1))
     trials[0].set_status(TrialStatus.PAUSED)
+    add_checkpoint(trials[0], "ck_at_2", 2)  # its pause saved it
     restored = make_pbt(synch=True)
     restored.set_state(pbt.get_state())
     assert restored.choose_trial_to_run(view) is None  # t0 waits for t1 at 2
