@@ -6,6 +6,7 @@ longer campaign::
 
     python -m tests.chaos.campaign --kind random --kills 40 --seed 1
     python -m tests.chaos.campaign --kind asha --kills 40
+    python -m tests.chaos.campaign --kind pbt --kills 20
 
 Each round starts the driver in a new session (it restores when there is something to
 restore), waits a random moment, and SIGKILLs its whole process group (driver, fork
@@ -28,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.chaos.experiments import ITERATIONS, NAME, TRIALS
+from tests.chaos.experiments import ITERATIONS, NAME, trials_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -38,8 +39,10 @@ class Outcome:
     """What one experiment ended with, read from its files and side logs."""
 
     kills: int
-    finals: dict[str, int]  # config x -> last training_iteration
-    scores: dict[str, float]  # config x -> last score
+    # Per trial: config x (PBT: the trial's index, as its config changes) -> ...
+    finals: dict[str, int]  # last training_iteration
+    scores: dict[str, float]  # last score
+    configs: dict[str, str] = field(default_factory=dict)  # final config x
     problems: list[str] = field(default_factory=list)
     reruns: int = 0  # iterations started more than once, over all trials
     # Trials whose on_trial_complete callback ran other than once. Known gap (issue 12,
@@ -144,33 +147,45 @@ def check(kind: str, experiment: str, side_dir: str, kills: int) -> Outcome:
     grid = tune.Tuner.restore(experiment, trainable=_no_trainable).get_results()
     outcome = Outcome(kills=kills, finals={}, scores={})
     problems = outcome.problems
-    if len(grid) != TRIALS:
-        problems.append(f"{len(grid)} trials, expected {TRIALS}")
+    if len(grid) != trials_of(kind):
+        problems.append(f"{len(grid)} trials, expected {trials_of(kind)}")
+    # PBT changes configs (a trial exploiting another takes its config, mutated), so
+    # there a trial is known by its id, and "each config once" does not apply.
+    by_id = kind == "pbt"
+    ids = [r.metrics["trial_id"] for r in grid]
     xs = [f"{r.config['x']:.6f}" for r in grid]
-    if len(set(xs)) != len(xs):
+    if len(set(ids)) != len(ids):
+        problems.append(f"a trial id twice: {sorted(ids)}")
+    if not by_id and len(set(xs)) != len(xs):
         problems.append(f"a config ran twice: {sorted(xs)}")
-    completions = [
-        f"{json.loads(line)['x']:.6f}" for line in open(os.path.join(side_dir, "completions.jsonl"))
-    ]
-    outcome.notifications_off = sorted(x for x in xs if completions.count(x) != 1)
-    for result in grid:
-        x = f"{result.config['x']:.6f}"
+    completions = []
+    for line in open(os.path.join(side_dir, "completions.jsonl")):
+        entry = json.loads(line)
+        completions.append(entry["trial_id"] if by_id else f"{entry['x']:.6f}")
+    names = ids if by_id else xs
+    outcome.notifications_off = sorted(n for n in names if completions.count(n) != 1)
+    for result, name in zip(grid, names, strict=True):
+        # The key compared with the reference run: the trial's index under PBT (its
+        # id's suffix; the prefix differs per run), else its config.
+        key = name.rsplit("_", 1)[-1] if by_id else name
+        label = f"trial {name}" if by_id else f"x={name}"
         if result.error is not None:
-            problems.append(f"trial x={x} errored: {result.error}")
+            problems.append(f"{label} errored: {result.error}")
         lines = [json.loads(line) for line in open(os.path.join(result.path, "result.json"))]
         iterations = [line["training_iteration"] for line in lines]
         if iterations != list(range(1, len(iterations) + 1)):
-            problems.append(f"x={x}: result.json iterations {iterations}")
+            problems.append(f"{label}: result.json iterations {iterations}")
         if any(line["counter"] != line["training_iteration"] for line in lines):
-            problems.append(f"x={x}: its own counter differs from training_iteration")
-        started = [int(n) for n in open(os.path.join(side_dir, f"{x}.log")).read().split()]
+            problems.append(f"{label}: its own counter differs from training_iteration")
+        started = [int(n) for n in open(os.path.join(side_dir, f"{name}.log")).read().split()]
         outcome.reruns += len(started) - len(set(started))
         if sorted(set(started)) != list(range(1, max(started) + 1)):
-            problems.append(f"x={x}: started iterations {started} have a gap")
-        outcome.finals[x] = iterations[-1] if iterations else 0
-        outcome.scores[x] = lines[-1]["score"] if lines else float("nan")
-        if kind != "asha" and outcome.finals[x] != ITERATIONS:
-            problems.append(f"x={x}: ended at iteration {outcome.finals[x]}")
+            problems.append(f"{label}: started iterations {started} have a gap")
+        outcome.finals[key] = iterations[-1] if iterations else 0
+        outcome.scores[key] = lines[-1]["score"] if lines else float("nan")
+        outcome.configs[key] = f"{result.config['x']:.6f}"
+        if kind != "asha" and outcome.finals[key] != ITERATIONS:
+            problems.append(f"{label}: ended at iteration {outcome.finals[key]}")
     return outcome
 
 
@@ -185,7 +200,7 @@ def reference(kind: str, workdir: str) -> Outcome:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", default="random", choices=["random", "asha", "optuna"])
+    parser.add_argument("--kind", default="random", choices=["random", "asha", "optuna", "pbt"])
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -196,7 +211,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as ref_dir, tempfile.TemporaryDirectory() as work:
         expected = reference(args.kind, ref_dir)
         outcome = run_campaign(args.kind, args.kills, args.seed, work, args.child_kills)
-    same = outcome.finals == expected.finals and outcome.scores == expected.scores
+    same = (
+        outcome.finals == expected.finals
+        and outcome.scores == expected.scores
+        and outcome.configs == expected.configs
+    )
     print(
         json.dumps(
             {

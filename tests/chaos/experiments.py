@@ -6,8 +6,11 @@ experiment, so the checks can tell what ran, not only what was recorded. A callb
 appends every completion to another side log. Results are a pure function of the
 config and the iteration, so an uninterrupted run is the reference.
 
+PBT (``pbt``) changes a trial's config when it exploits another trial, so there the side
+logs and checkpoint folders are named by trial id rather than by config.
+
 Usage: python -m tests.chaos.experiments KIND STORAGE SIDE_DIR
-KIND: random | asha | optuna
+KIND: random | asha | optuna | pbt
 """
 
 from __future__ import annotations
@@ -26,6 +29,21 @@ TRIALS = 8
 # checkpoint before it, so its result files must be cut back (each iteration once).
 CHECKPOINT_EVERY = 2
 NAME = "chaos"
+# PBT: a population of 4 running at once, perturbed at every checkpoint (synch), its
+# draws from the `random` module seeded here (the scheduler has no seed of its own).
+POPULATION = 4
+PBT_SEED = 7
+
+
+def trials_of(kind: str) -> int:
+    return POPULATION if kind == "pbt" else TRIALS
+
+
+def side_key(config: dict[str, Any]) -> str:
+    """The name of a trial's side log: its config x, or (PBT) its trial id."""
+    if config.get("by_trial_id"):
+        return str(tune.get_context().get_trial_id())
+    return f"{config['x']:.6f}"
 
 
 def counting(config: dict[str, Any]) -> None:
@@ -35,7 +53,7 @@ def counting(config: dict[str, Any]) -> None:
     if checkpoint is not None:
         with checkpoint.as_directory() as d, open(os.path.join(d, "counter")) as f:
             counter = int(f.read())
-    side = os.path.join(config["side_dir"], f"{config['x']:.6f}.log")
+    side = os.path.join(config["side_dir"], f"{side_key(config)}.log")
     while counter < ITERATIONS:
         counter += 1
         with open(side, "a") as f:
@@ -44,7 +62,7 @@ def counting(config: dict[str, Any]) -> None:
         score = -((config["x"] - 0.3) ** 2) + counter / 100
         checkpoint = None
         if counter % CHECKPOINT_EVERY == 0:
-            directory = os.path.join(config["side_dir"], "checkpoints", f"{config['x']:.6f}")
+            directory = os.path.join(config["side_dir"], "checkpoints", side_key(config))
             os.makedirs(directory, exist_ok=True)
             with open(os.path.join(directory, "counter"), "w") as f:
                 f.write(str(counter))
@@ -67,11 +85,12 @@ class CompletionLog(tune.Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         with open(self.path, "a") as f:
-            f.write(json.dumps({"x": trial.config["x"]}) + "\n")
+            f.write(json.dumps({"x": trial.config["x"], "trial_id": trial.trial_id}) + "\n")
 
 
 def make_tuner(kind: str, storage: str, side_dir: str) -> tune.Tuner:
-    tune_config: dict[str, Any] = {"num_samples": TRIALS, "metric": "score", "mode": "max"}
+    tune_config: dict[str, Any] = {"num_samples": trials_of(kind), "metric": "score", "mode": "max"}
+    param_space: dict[str, Any] = {"x": tune.uniform(0, 1), "side_dir": side_dir}
     if kind == "random":
         tune_config.update(seed=7, max_concurrent_trials=2)
     elif kind == "asha":
@@ -92,11 +111,28 @@ def make_tuner(kind: str, storage: str, side_dir: str) -> tune.Tuner:
             max_concurrent_trials=1,
             search_alg=OptunaSearch(sampler=TPESampler(seed=7, n_startup_trials=3)),
         )
+    elif kind == "pbt":
+        from fasttune.schedulers import PopulationBasedTraining
+
+        # synch: every trial waits at each perturbation point and all are perturbed
+        # together, so the decisions depend on the results only (not on timing).
+        tune_config.update(
+            seed=7,
+            max_concurrent_trials=POPULATION,
+            scheduler=PopulationBasedTraining(
+                time_attr="training_iteration",
+                perturbation_interval=CHECKPOINT_EVERY,
+                hyperparam_mutations={"x": tune.uniform(0, 1)},
+                quantile_fraction=0.25,
+                synch=True,
+            ),
+        )
+        param_space["by_trial_id"] = True
     else:
         raise ValueError(f"unknown chaos experiment {kind!r}")
     return tune.Tuner(
         counting,
-        param_space={"x": tune.uniform(0, 1), "side_dir": side_dir},
+        param_space=param_space,
         tune_config=tune.TuneConfig(**tune_config),
         run_config=tune.RunConfig(
             storage_path=storage,
@@ -111,7 +147,12 @@ def make_tuner(kind: str, storage: str, side_dir: str) -> tune.Tuner:
 
 
 def run(kind: str, storage: str, side_dir: str) -> None:
-    tune.init(num_cpus=2)
+    if kind == "pbt":
+        import random
+
+        random.seed(PBT_SEED)  # PBT's draws (on a restore, its saved state takes over)
+    # PBT's population runs at once (its trials sleep, so 2 cores are enough).
+    tune.init(num_cpus=POPULATION if kind == "pbt" else 2)
     path = os.path.join(storage, NAME)
     if tune.Tuner.can_restore(path):
         tuner = tune.Tuner.restore(path, trainable=counting)
