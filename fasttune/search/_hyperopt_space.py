@@ -8,7 +8,9 @@ stores in its trials, choosing indices for ``hp.choice``.
 Labels are the key paths joined with ``/`` (``"model/lr"``); a domain inside the
 ``i``-th option of a choice ``c`` is labelled ``"c/i/..."``, so options may reuse
 key names. Constants are kept as ``pyll.Literal`` values and come back unchanged
-(tuples stay tuples, objects are not rebuilt).
+(tuples stay tuples, objects are not rebuilt), except that a list option of a choice
+comes back as a tuple (``choice([[1, 2], [3, 4]])`` gives ``(1, 2)`` or ``(3, 4)``),
+as hyperopt, and so Ray's HyperOptSearch, gives it.
 
 Integer and quantized domains are searched as ``hp.quniform``/``hp.qloguniform``
 over a range widened by half a step on each side, so every allowed value is
@@ -57,6 +59,13 @@ def _snap_float(value: Any, q: float, low: float, high: float) -> float:
 def _snap_int(value: Any, low: int, high: int) -> int:
     """Round to the nearest int and clip into ``[low, high]``."""
     return int(min(max(round(float(value)), low), high))
+
+
+def _as_tuples(value: Any) -> Any:
+    """Lists (nested too) as tuples: hyperopt evaluates a list option of a choice so."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_tuples(item) for item in value)
+    return value
 
 
 def _sequence(kind: str, *items: Any) -> list[Any] | tuple[Any, ...]:
@@ -166,7 +175,12 @@ def _domain_expr(hpo: Any, domain: Domain, path: Path) -> Any:
         expr = _widened(hp, label, low, high, step, isinstance(sampler, LogUniform))
         return scope.call(_snap_int, (expr, low, high))
     if isinstance(domain, Categorical) and isinstance(sampler, Uniform):
-        options = [_convert(option, (*path, i)) for i, option in enumerate(domain.categories)]
+        options = [
+            hpo.pyll.Literal(_as_tuples(option))
+            if isinstance(option, list) and not _holds_expression(hpo, option)
+            else _convert(option, (*path, i))
+            for i, option in enumerate(domain.categories)
+        ]
         return hp.choice(label, options)
     what = "sample_from(...)" if domain.is_function() else f"{type(domain).__name__} {sampler}"
     raise ValueError(
@@ -295,6 +309,6 @@ def _is_literal(node: Any, obj: Any) -> bool:
 
 def _equal(a: Any, b: Any) -> bool:
     try:
-        return bool(a == b)
+        return bool(_as_tuples(a) == _as_tuples(b))  # [1, 2] picks the option (1, 2)
     except Exception:  # e.g. arrays: ambiguous truth value
         return False

@@ -188,6 +188,29 @@ def test_choice_of_values_objects_and_nested_spaces():
             assert set(value) == {"kind", "n"} and value["n"] in (0, 1, 2)
 
 
+def pair_kind(config):
+    tune.report({"loss": 0.0, "tuple": type(config["pair"]) is tuple, "pair": repr(config["pair"])})
+
+
+def test_choice_of_lists_gives_tuples_as_ray_s_hyperopt_search(run_tuner):
+    # Ray hands hyperopt a list option as is; hyperopt evaluates it to a tuple.
+    values = sample_values(tune.choice([[1, 2], [3, [4, 5]], "x"]), count=60)
+    assert set(values) == {(1, 2), (3, (4, 5)), "x"}
+    searcher = HyperOptSearch(points_to_evaluate=[{"pair": [3, 4]}], random_state_seed=0)
+    results = run_tuner(
+        pair_kind,
+        searcher,
+        param_space={"pair": tune.choice([[1, 2], [3, 4]])},
+        num_samples=4,
+        metric="loss",
+        mode="min",
+    )
+    assert not results.errors
+    assert all(result.metrics["tuple"] for result in results)
+    pairs = [result.metrics["pair"] for result in results]
+    assert set(pairs) <= {"(1, 2)", "(3, 4)"} and "(3, 4)" in pairs  # the point ran
+
+
 def test_nested_dicts_and_lists_keep_their_shape():
     import hyperopt
 
