@@ -91,6 +91,8 @@ class Tuner:
         from fasttune._internal.spec_builder import build_run_spec
         from fasttune.results import ExperimentAnalysis, ResultGrid
 
+        if self._restore:
+            _check_same_trainable(self._trainable_cls, self._restore["trainable_name"])
         executor = self._executor or _default_executor()
         _prestart(executor, self._trainable_cls)
         # Pickled before the plugins are configured, so that a restore gets them as
@@ -334,6 +336,8 @@ class Tuner:
             run_config=run_config,
             _executor=_executor,
         )
+        if param_space is not None:
+            _check_same_param_keys(param_space, saved.get("param_space"))
         loaded = saved.get("loaded") or store.load()
         if storage.is_remote:
             _download_trial_files(storage, loaded)
@@ -344,6 +348,8 @@ class Tuner:
             "resume_unfinished": resume_unfinished,
             "resume_errored": resume_errored,
             "restart_errored": restart_errored,
+            # checked by fit(): reading the results back needs no trainable
+            "trainable_name": saved.get("trainable_name"),
         }
         return tuner
 
@@ -358,6 +364,61 @@ class Tuner:
             resume_errored=self._restore["resume_errored"],
             restart_errored=self._restore["restart_errored"],
         )
+
+
+def _check_same_trainable(trainable_cls: Any, saved_name: str | None) -> None:
+    """Refuse to run a restored experiment with another trainable (as Ray: by name).
+
+    Checked when the restored run is fitted (Ray checks in ``Tuner.restore``), so that
+    ``Tuner.restore(path, trainable=...).get_results()`` reads any experiment back.
+
+    Raises:
+        ValueError: The names differ.
+    """
+    name = getattr(trainable_cls, "_name", None) or trainable_cls.__name__
+    if saved_name is not None and name != saved_name:
+        raise ValueError(
+            f"Tuner.restore(trainable=...) got the trainable {name!r}, but the experiment "
+            f"ran {saved_name!r}: pass the same trainable the Tuner was built with (a new "
+            "trainable is a new experiment: Tuner(...).fit())."
+        )
+
+
+def _check_same_param_keys(param_space: dict[str, Any], saved_space: Any) -> None:
+    """Refuse a restore ``param_space`` whose (flattened) keys differ from the run's.
+
+    Passing it again is meant to refresh values that could not be pickled, not to add
+    or drop hyperparameters; as Ray, only the keys are compared.
+
+    Raises:
+        ValueError: The keys differ; the message lists both sets.
+    """
+    if not isinstance(saved_space, dict):
+        return  # not saved (it could not be pickled): nothing to compare with
+    keys, saved_keys = sorted(_param_keys(param_space)), sorted(_param_keys(saved_space))
+    if keys != saved_keys:
+        added = sorted(set(keys) - set(saved_keys))
+        missing = sorted(set(saved_keys) - set(keys))
+        raise ValueError(
+            "Tuner.restore(param_space=...) must have the keys of the param_space the "
+            "experiment ran with: pass it again only to refresh values, not to search "
+            f"other hyperparameters. The run had {saved_keys}; this one has {keys}"
+            + (f" (new: {added})" if added else "")
+            + (f" (missing: {missing})" if missing else "")
+            + "."
+        )
+
+
+def _param_keys(space: dict[str, Any], prefix: str = "") -> list[str]:
+    """The ``/``-joined key paths of a param_space (a grid_search is one value)."""
+    keys = []
+    for key, value in space.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value and set(value) != {"grid_search"}:
+            keys.extend(_param_keys(value, f"{path}/"))
+        else:
+            keys.append(path)
+    return keys
 
 
 def _prestart(executor: Any, trainable_cls: Any) -> None:

@@ -345,3 +345,28 @@ def test_tune_run_resume_values_are_ray_s() -> None:
     for bad in ["auto", "AUTO+ERRORS", "SOMETIMES"]:
         with pytest.raises(ValueError, match="AUTO\\+ERRORED"):
             tune.run(_two_reports, name="x", resume=bad)
+
+
+def _other_trainable(config: dict[str, Any]) -> None:
+    tune.report({"score": 0})
+
+
+def test_restore_with_another_trainable_or_other_param_keys_is_refused(tmp_path: Any) -> None:
+    space = {"x": tune.grid_search([1, 2]), "opt": {"lr": 0.1}}
+    Tuner(
+        _two_reports,
+        param_space=space,
+        run_config=RunConfig(storage_path=str(tmp_path), name="same", verbose=0),
+    ).fit()
+    path = str(tmp_path / "same")
+    other = Tuner.restore(path, trainable=_other_trainable)
+    assert len(other.get_results()) == 2  # reading the results back needs no trainable
+    with pytest.raises(ValueError, match="'_other_trainable', but the experiment ran '_two_"):
+        other.fit()  # running them with another does
+    with pytest.raises(ValueError, match=r"\(new: \['opt/momentum'\]\)"):
+        Tuner.restore(path, _two_reports, param_space={**space, "opt": {"lr": 0.1, "momentum": 0}})
+    with pytest.raises(ValueError, match=r"\(new: \[.opt/momentum.\]\) \(missing: \[.opt/lr.\]\)"):
+        Tuner.restore(path, _two_reports, param_space={"x": 1, "opt": {"momentum": 0}})
+    # The same trainable and keys (values refreshed) restore as before.
+    results = Tuner.restore(path, _two_reports, param_space={**space, "opt": {"lr": 0.5}}).fit()
+    assert not results.errors and sorted(r.metrics["score"] for r in results) == [2, 4]
