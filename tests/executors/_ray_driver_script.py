@@ -12,12 +12,12 @@ import ray
 import fasttune as tune
 from tests.executors._ray_trainables import Steps
 
-STEPS = 20
+STEPS = 30  # 9 s per trial: room for two state commits to moto before the kill, under load
 AWS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
 def make_tuner(url: str, marker_dir: str) -> tune.Tuner:
-    """Two trials of 20 steps, one on each rack, a checkpoint at every step."""
+    """Two trials of STEPS steps, one on each rack, a checkpoint at every step."""
     return tune.Tuner(
         tune.with_resources(Steps, lambda config: {"cpu": 1, config["rack"]: 1}),
         param_space={
