@@ -81,9 +81,25 @@ def exception_of(exception_blob: bytes | None, error_text: str) -> BaseException
     return TuneError(error_text)
 
 
+RESTORE_RETRY_ENV = "TUNE_RESTORE_RETRY_NUM"
+"""Restores of a checkpoint a trial may retry before it starts from scratch (Ray's name)."""
+
+
 def record_failure(trial: Trial, event: TrialFailed) -> None:
-    """Count the failure on ``trial`` and append it to the trial's ``error.txt``."""
-    trial.num_failures += 1
+    """Count the failure on ``trial`` and append it to the trial's ``error.txt``.
+
+    A failed restore of a checkpoint is not counted against ``max_failures`` while the
+    trial has restore retries left (``TUNE_RESTORE_RETRY_NUM``, default 0, as Ray); once
+    they are used up it counts, and the trial's next run starts from scratch.
+    """
+    if event.during == "restore":
+        if trial.num_restore_failures < _restore_retries():
+            trial.num_restore_failures += 1
+        else:
+            trial.num_failures += 1
+            trial.restore_from_scratch = True
+    else:
+        trial.num_failures += 1
     trial.error_msg = short_error(event.error)
     trial.error_file = write_error_files(
         trial.init_local_path(), trial.num_failures, event.error, event.exception
@@ -93,6 +109,10 @@ def record_failure(trial: Trial, event: TrialFailed) -> None:
 def prepare_retry(trial: Trial) -> None:
     """Point a failed trial at its latest checkpoint (or none: from scratch) to run again."""
     latest = trial.checkpoint_manager.latest_checkpoint
+    if trial.restore_from_scratch:  # its checkpoint could not be restored
+        trial.restore_from_scratch = False
+        trial.num_restore_failures = 0
+        latest = None
     trial.restore_path = latest.path if latest is not None else None
     logger.warning(
         "Trial %s failed (%s); retrying %s (failure %d of %s allowed).",
@@ -102,3 +122,15 @@ def prepare_retry(trial: Trial) -> None:
         trial.num_failures,
         "unlimited" if trial.max_failures < 0 else trial.max_failures,
     )
+
+
+def _restore_retries() -> int:
+    value = os.environ.get(RESTORE_RETRY_ENV, "0")
+    try:
+        retries = int(value)
+    except ValueError:
+        raise ValueError(
+            f"{RESTORE_RETRY_ENV}={value!r} is not a whole number: set it to how many times "
+            "a trial may retry restoring its checkpoint before it starts from scratch (e.g. 2)."
+        ) from None
+    return max(retries, 0)

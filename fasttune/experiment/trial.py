@@ -112,6 +112,7 @@ class Trial:
         self.last_flat_result: dict[str, Any] = {}
         self.num_failures = 0
         self.num_restore_failures = 0
+        self.restore_from_scratch = False  # its checkpoint failed to restore too often
         self.error_file: str | None = None
         self.pickled_error_file: str | None = None
         self.error_msg: str | None = None

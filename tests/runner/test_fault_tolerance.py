@@ -115,3 +115,68 @@ def test_fail_fast_raise_reraises(run_config):
         tune.Tuner(
             fn, run_config=run_config(failure_config=tune.FailureConfig(fail_fast="raise"))
         ).fit()
+
+
+class _RestoresFailing(tune.Trainable):
+    """Fails once in training at step 3, then fails its first ``restore_fails`` restores
+    (attempts counted in a file, as they run in new workers)."""
+
+    def setup(self, config):
+        self.idx = 0
+
+    def step(self):
+        self.idx += 1
+        marker = os.path.join(self.config["dir"], "trained_failure")
+        if self.idx == 3 and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("a failure in training")
+        return {"idx": self.idx}
+
+    def save_checkpoint(self, checkpoint_dir):
+        with open(os.path.join(checkpoint_dir, "idx"), "w") as f:
+            f.write(str(self.idx))
+
+    def load_checkpoint(self, checkpoint_dir):
+        attempts = os.path.join(self.config["dir"], "restores")
+        with open(attempts, "a") as f:
+            f.write("x")
+        if os.path.getsize(attempts) <= self.config["restore_fails"]:
+            raise RuntimeError("a failure in restore")
+        with open(os.path.join(checkpoint_dir, "idx")) as f:
+            self.idx = int(f.read())
+
+
+@pytest.mark.parametrize(
+    "retries, restore_fails, max_failures, outcome",
+    [
+        (2, 2, 1, "restored"),  # two restore failures not counted, the third restores
+        (0, 1, 1, "error"),  # no retry: the failed restore is the second failure
+        (1, 5, 3, "from scratch"),  # one retry, then a counted failure and a fresh start
+    ],
+)
+def test_restore_retries_as_tune_restore_retry_num_says(
+    tmp_path, monkeypatch, retries, restore_fails, max_failures, outcome
+):
+    monkeypatch.setenv("TUNE_RESTORE_RETRY_NUM", str(retries))
+    grid = tune.Tuner(
+        _RestoresFailing,
+        param_space={"dir": str(tmp_path), "restore_fails": restore_fails},
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), name="retry", verbose=0,
+            stop={"training_iteration": 5},
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1),
+            failure_config=tune.FailureConfig(max_failures=max_failures),
+        ),
+    ).fit()  # fmt: skip
+    attempts = os.path.getsize(tmp_path / "restores")
+    if outcome == "error":
+        assert grid.num_errors == 1 and attempts == 1
+        return
+    assert grid.num_errors == 0
+    assert grid[0].metrics["training_iteration"] == 5 and grid[0].metrics["idx"] == 5
+    if outcome == "restored":
+        assert attempts == 3  # counted on from the checkpoint of step 2
+        assert grid[0].metrics["iterations_since_restore"] == 3
+    else:
+        assert attempts == 2  # then no restore: it ran again from step 1
+        assert grid[0].metrics["iterations_since_restore"] == 5
