@@ -114,6 +114,38 @@ def test_restore_flags_for_errored_trials(tmp_path, run_config):
     assert fixed.num_errors == 0 and fixed.num_terminated == 2
 
 
+@pytest.mark.parametrize("driver_writes", ["0", "1"], ids=["worker_writes", "driver_writes"])
+def test_a_restarted_errored_trial_starts_with_empty_result_files(
+    tmp_path, run_config, monkeypatch, driver_writes
+):
+    """restart_errored runs an errored trial again from scratch: its result files hold
+    only the new run's results, so metrics_dataframe does not mix the two (as Ray)."""
+    monkeypatch.setenv("FASTTUNE_DRIVER_WRITES_RESULTS", driver_writes)
+
+    def fn(config):
+        fixed = os.path.exists(os.path.join(config["dir"], "fixed"))
+        for i in range(3):
+            tune.report({"run": "second" if fixed else "first", "i": i})
+            if i == 1 and not fixed:
+                raise RuntimeError("broken until fixed")
+
+    space = {"dir": str(tmp_path)}
+    grid = tune.Tuner(fn, param_space=space, run_config=run_config()).fit()
+    assert grid.num_errors == 1
+    open(os.path.join(str(tmp_path), "fixed"), "w").close()
+    grid = tune.Tuner.restore(grid.experiment_path, trainable=fn, restart_errored=True).fit()
+    assert grid.num_errors == 0
+    frame = grid[0].metrics_dataframe
+    assert list(frame["run"]) == ["second"] * 3
+    assert list(frame["training_iteration"]) == [1, 2, 3]
+    lines = [json.loads(line) for line in open(os.path.join(grid[0].path, "result.json"))]
+    assert [(line["run"], line["i"]) for line in lines] == [
+        ("second", 0),
+        ("second", 1),
+        ("second", 2),
+    ]
+
+
 def test_restore_unknown_path_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no fasttune experiment there"):
         tune.Tuner.restore(str(tmp_path / "missing"), trainable=slow_counter)
