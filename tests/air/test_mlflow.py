@@ -122,3 +122,63 @@ def test_bad_input(tracking_uri: str) -> None:
         MLflowLoggerCallback(tags="team")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"tracking_uri=5"):
         MLflowLoggerCallback(tracking_uri=5)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def mlflow_server(tmp_path: Any):
+    """A real ``mlflow server`` on loopback (sqlite store, local artifact root)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    store = tmp_path / "server"
+    store.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{store}/mlflow.db",
+         "--default-artifact-root", str(store / "artifacts"), "--workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode() if proc.stderr else ""
+                pytest.fail(f"mlflow server did not start: {err[-2000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_runs_reach_an_mlflow_server_over_http(mlflow_server: str, tmp_path: Any) -> None:
+    """The callback's tracking URI may be a tracking server, as Ray users' usually is."""
+    callback = MLflowLoggerCallback(tracking_uri=mlflow_server, experiment_name="served")
+    results = Tuner(
+        _trainable,
+        param_space={"lr": tune.grid_search([0.1, 0.3])},
+        run_config=RunConfig(storage_path=str(tmp_path), name="srv", callbacks=[callback]),
+    ).fit()
+    assert not results.errors
+    runs = _runs(mlflow_server, "served")
+    assert sorted(r.data.params["lr"] for r in runs) == ["0.1", "0.3"]
+    client = mlflow.tracking.MlflowClient(tracking_uri=mlflow_server)
+    for run in runs:
+        assert run.info.status == "FINISHED"
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "loss")] == [1, 2, 3]
