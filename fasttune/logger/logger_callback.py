@@ -159,14 +159,29 @@ class _TrialFileLoggerCallback(LoggerCallback):
             for writer in self._writers.values():
                 writer.flush()
 
-    def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
+    # What each kind of file needs, without a Trial: the driver's callbacks and the
+    # workers that write a trial's files themselves (trial_result_files.py) share it.
+    @staticmethod
+    def open_writer(logdir: str, config: dict[str, Any], buffered: bool) -> Any:
+        """Open this callback's files in a trial directory; returns their writer."""
         raise NotImplementedError
 
+    @staticmethod
+    def rewind_files(trial_dir: str, point: ResumePoint) -> None:
+        """Cut this callback's files back to ``point`` (the trial resumes from there)."""
+
+    @staticmethod
+    def last_words(writer: Any, params: dict[str, Any]) -> None:
+        """Written before the writer closes, with the trial's params (TensorBoard's hparams)."""
+
+    def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
+        return cast(_ResultWriter, self.open_writer(logdir, trial.config, self._buffer_lines))
+
     def _before_close(self, trial: Trial, writer: Any) -> None:
-        """Last words before a trial's writer closes (hparams for TensorBoard)."""
+        self.last_words(writer, trial.evaluated_params or trial.config)
 
     def _rewind(self, trial_dir: str, point: ResumePoint) -> None:
-        """Cut this callback's files back to ``point`` (the trial resumes from there)."""
+        self.rewind_files(trial_dir, point)
 
     def _start(self, trial: Trial) -> _ResultWriter:
         self._close(trial)
@@ -271,11 +286,13 @@ class JsonLoggerCallback(_TrialFileLoggerCallback):
     _SAVED_FILE_TEMPLATES = (EXPR_RESULT_FILE, EXPR_PARAM_FILE, EXPR_PARAM_PICKLE_FILE)
     _can_buffer_lines = True
 
-    def _open(self, trial: Trial, logdir: str) -> _ResultWriter:
-        write_params(logdir, trial.config)
-        return JsonResultWriter(logdir, buffered=self._buffer_lines)
+    @staticmethod
+    def open_writer(logdir: str, config: dict[str, Any], buffered: bool) -> JsonResultWriter:
+        write_params(logdir, config)
+        return JsonResultWriter(logdir, buffered=buffered)
 
-    def _rewind(self, trial_dir: str, point: ResumePoint) -> None:
+    @staticmethod
+    def rewind_files(trial_dir: str, point: ResumePoint) -> None:
         rewind_json_lines(os.path.join(trial_dir, EXPR_RESULT_FILE), point.iteration)
 
     def update_config(self, trial: Trial, config: dict[str, Any]) -> None:
@@ -293,10 +310,12 @@ class CSVLoggerCallback(_TrialFileLoggerCallback):
     _takes_flat = True
     _can_buffer_lines = True
 
-    def _open(self, trial: Trial, logdir: str) -> _FlatResultWriter:
-        return CSVResultWriter(logdir, buffered=self._buffer_lines)
+    @staticmethod
+    def open_writer(logdir: str, config: dict[str, Any], buffered: bool) -> CSVResultWriter:
+        return CSVResultWriter(logdir, buffered=buffered)
 
-    def _rewind(self, trial_dir: str, point: ResumePoint) -> None:
+    @staticmethod
+    def rewind_files(trial_dir: str, point: ResumePoint) -> None:
         rewind_csv(os.path.join(trial_dir, EXPR_PROGRESS_FILE), point.iteration)
 
 
@@ -320,14 +339,16 @@ class TBXLoggerCallback(_TrialFileLoggerCallback):
         require_tensorboardx("TBXLoggerCallback")
         super().__init__()
 
-    def _open(self, trial: Trial, logdir: str) -> _FlatResultWriter:
-        return TBXResultWriter(logdir)
+    @staticmethod
+    def open_writer(logdir: str, config: dict[str, Any], buffered: bool) -> TBXResultWriter:
+        return TBXResultWriter(logdir)  # events are flushed by time, not buffered lines
 
-    def _rewind(self, trial_dir: str, point: ResumePoint) -> None:
+    @staticmethod
+    def rewind_files(trial_dir: str, point: ResumePoint) -> None:
         rewind_event_files(trial_dir, point.step)
 
-    def _before_close(self, trial: Trial, writer: Any) -> None:
-        params = trial.evaluated_params or trial.config
+    @staticmethod
+    def last_words(writer: Any, params: dict[str, Any]) -> None:
         if params:
             writer.write_hparams(params)
 

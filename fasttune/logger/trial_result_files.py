@@ -18,7 +18,7 @@ resumes.
 
 from __future__ import annotations
 
-import os
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,17 +26,20 @@ from typing import Any
 from fasttune import result as R
 from fasttune._support.flatten import flatten_result
 from fasttune.experiment.trial import ResumePoint
-from fasttune.logger._rewind import rewind_csv, rewind_event_files, rewind_json_lines
-from fasttune.logger.csv import CSVResultWriter
-from fasttune.logger.json import JsonResultWriter, write_params
 from fasttune.logger.logger_callback import (
     CSVLoggerCallback,
     JsonLoggerCallback,
     TBXLoggerCallback,
+    _TrialFileLoggerCallback,
 )
-from fasttune.logger.tensorboardx import TBXResultWriter
 
 _NOT_FLATTENED = frozenset((R.CONFIG,))
+# The default loggers a worker can run, by their ResultFileKinds field.
+_CALLBACKS: tuple[tuple[str, type[_TrialFileLoggerCallback]], ...] = (
+    ("json", JsonLoggerCallback),
+    ("csv", CSVLoggerCallback),
+    ("tensorboard", TBXLoggerCallback),
+)
 
 
 @dataclass(frozen=True)
@@ -106,25 +109,16 @@ class TrialResultFiles:
     def __init__(self, trial_dir: str, spec: TrialFilesSpec, config: dict[str, Any]):
         self.spec = spec
         self._config = config
-        kinds = spec.kinds
-        point = spec.resume_point
-        if point is not None:
-            if kinds.json:
-                rewind_json_lines(os.path.join(trial_dir, R.EXPR_RESULT_FILE), point.iteration)
-            if kinds.csv:
-                rewind_csv(os.path.join(trial_dir, R.EXPR_PROGRESS_FILE), point.iteration)
-            if kinds.tensorboard:
-                rewind_event_files(trial_dir, point.step)
-        self._json: JsonResultWriter | None = None
-        self._csv: CSVResultWriter | None = None
-        self._tb: TBXResultWriter | None = None
-        if kinds.json:
-            write_params(trial_dir, config)
-            self._json = JsonResultWriter(trial_dir, buffered=True)
-        if kinds.csv:
-            self._csv = CSVResultWriter(trial_dir, buffered=True)
-        if kinds.tensorboard:
-            self._tb = TBXResultWriter(trial_dir)
+        # (callback class, writer, takes the flattened result, lines wait for a flush),
+        # each opened as that logger callback opens it for the driver.
+        self._writers: list[tuple[type[_TrialFileLoggerCallback], Any, bool, bool]] = []
+        for name, cls in _CALLBACKS:
+            if not getattr(spec.kinds, name):
+                continue
+            if spec.resume_point is not None:
+                cls.rewind_files(trial_dir, spec.resume_point)
+            writer = cls.open_writer(trial_dir, config, buffered=True)
+            self._writers.append((cls, writer, cls._takes_flat, cls._can_buffer_lines))
         self._stopped = False
 
     def write(self, results: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -144,7 +138,7 @@ class TrialResultFiles:
         flats: list[dict[str, Any]] | None = []
         tag = self.spec.experiment_tag
         required = self.spec.required_metrics
-        json_out, csv_out, tb_out = self._json, self._csv, self._tb
+        writers = self._writers
         last = results[-1] if results else None
         for result in results:
             if result.get(R.RESULT_DUPLICATE):
@@ -160,31 +154,22 @@ class TrialResultFiles:
                 break
             if flats is not None:
                 flats.append(flat)
-            if json_out is not None:
-                json_out.write_result(result)
-            if csv_out is not None:
-                csv_out.write_result(result, flat)
-            if tb_out is not None:
-                tb_out.write_result(result, flat)
-        if json_out is not None:
-            json_out.flush()
-        if csv_out is not None:
-            csv_out.flush()
+            for _, writer, takes_flat, _ in writers:
+                if takes_flat:
+                    writer.write_result(result, flat)
+                else:
+                    writer.write_result(result)
+        for _, writer, _, buffered in writers:
+            if buffered:
+                writer.flush()
         return flats
 
     def close(self) -> None:
-        """Write the TensorBoard hyperparameters and close the files (idempotent)."""
-        writers = [w for w in (self._json, self._csv) if w is not None]
-        tb, self._tb = self._tb, None
-        self._json = self._csv = None
-        try:
-            if tb is not None:
-                try:
-                    params = self.spec.hparams or self._config
-                    if params:
-                        tb.write_hparams(params)
-                finally:
-                    tb.close()
-        finally:
-            for writer in writers:
-                writer.close()
+        """Write each file's last words (TensorBoard's hparams) and close it (idempotent)."""
+        writers, self._writers = self._writers, []
+        params = self.spec.hparams or self._config
+        with contextlib.ExitStack() as closing:  # every file closes, whatever raises
+            for _, writer, _, _ in writers:
+                closing.callback(writer.close)
+            for cls, writer, _, _ in writers:
+                cls.last_words(writer, params)
