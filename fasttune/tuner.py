@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from fasttune.config import RunConfig
-from fasttune.storage.experiment_lock import ExperimentLock
+from fasttune.storage.experiment_lock import ExperimentInUseError, ExperimentLock
 from fasttune.tune_config import TuneConfig
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ class Tuner:
         tune_config: TuneConfig | None = None,
         run_config: RunConfig | None = None,
         _executor: Any = None,
+        _restoring: bool = False,
     ):
         from fasttune._internal.trainable_resolution import resolve_trainable
 
@@ -83,6 +84,59 @@ class Tuner:
         self._executor = _executor
         self._restore: dict[str, Any] | None = None
         self._results: Any = None
+        # Set when this Tuner wrote the experiment's tuner.pkl on construction.
+        self._experiment_hash: str | None = None
+        if not _restoring:
+            self._announce_experiment()
+
+    def _announce_experiment(self) -> None:
+        """Name the experiment and write its ``tuner.pkl`` now, as Ray Tune does, so
+        that ``Tuner.can_restore`` is True from here on and a crash before ``fit()``
+        leaves an experiment ``Tuner.restore`` can run.
+
+        Local storage only (remote storage gets its state at ``fit()``), and only into
+        a folder that holds no run's results and no live driver. Whatever fails here
+        is left for ``fit()`` to report.
+        """
+        from dataclasses import replace
+        from datetime import datetime
+
+        from fasttune._internal.spec_builder import trainable_name_of
+        from fasttune.experiment.trial import new_experiment_hash
+        from fasttune.storage.location import experiment_storage
+
+        trainable_name = trainable_name_of(self._trainable_cls)
+        if self._run_config.name is None:  # named once: fit() uses the same folder
+            name = f"{trainable_name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"
+            self._run_config = replace(self._run_config, name=name)
+        run_config = self._run_config
+        try:
+            storage = experiment_storage(
+                run_config.storage_path, run_config.storage_filesystem, run_config.name or ""
+            )
+        except (ValueError, TypeError, ImportError):
+            return
+        if storage.is_remote:
+            return
+        path = storage.local_path
+        experiment_hash = new_experiment_hash()
+        try:
+            os.makedirs(path, exist_ok=True)
+            lock = ExperimentLock(path)
+            lock.acquire()
+        except (OSError, ExperimentInUseError):
+            return
+        try:
+            if _holds_results(path):
+                return  # fit() moves that run aside first
+            self._save_tuner_file(
+                path, self._pickle_tuner_inputs(), experiment_hash, trainable_name
+            )
+            self._experiment_hash = experiment_hash
+        except OSError:
+            return
+        finally:
+            lock.release()
 
     # ------------------------------------------------------------------ running
     def fit(self) -> Any:
@@ -103,7 +157,10 @@ class Tuner:
             self._param_space,
             self._tune_config,
             self._run_config,
-            experiment_hash=self._restore["experiment_hash"] if self._restore else None,
+            experiment_hash=(
+                self._restore["experiment_hash"] if self._restore else self._experiment_hash
+            ),
+            restoring=self._restore is not None,
             executor=executor,
         )
         lock = ExperimentLock(spec.experiment_path)
@@ -111,7 +168,7 @@ class Tuner:
         lease = None
         try:
             lease = _remote_lease(spec.storage)  # the same, across machines, for remote storage
-            if not self._restore and _holds_experiment(spec.experiment_path):
+            if not self._restore and _holds_results(spec.experiment_path):
                 lock.release()
                 _move_earlier_run_aside(spec.experiment_path)
                 lock.acquire()
@@ -208,16 +265,27 @@ class Tuner:
         return cloudpickle.dumps({"param_space": None, "tune_config": None, "run_config": None})
 
     def _save_tuner(self, spec: Any, tuner_blob: bytes) -> None:
+        self._save_tuner_file(
+            spec.experiment_path,
+            tuner_blob,
+            spec.trial_factory.experiment_hash,
+            spec.meta["trainable_name"],
+        )
+
+    @staticmethod
+    def _save_tuner_file(
+        path: str, tuner_blob: bytes, experiment_hash: str, trainable_name: str
+    ) -> None:
         from fasttune._internal.experiment_state import ExperimentStateStore
 
         # The inputs stay pickled: unpickling them here would rebind the user's
         # ``__main__`` classes to copies.
         data = {
             "inputs": tuner_blob,
-            "experiment_hash": spec.trial_factory.experiment_hash,
-            "trainable_name": spec.meta["trainable_name"],
+            "experiment_hash": experiment_hash,
+            "trainable_name": trainable_name,
         }
-        ExperimentStateStore(spec.experiment_path).save_tuner(data)
+        ExperimentStateStore(path).save_tuner(data)
 
     # ------------------------------------------------------------------ restoring
     @classmethod
@@ -335,6 +403,7 @@ class Tuner:
             tune_config=tune_config,
             run_config=run_config,
             _executor=_executor,
+            _restoring=True,
         )
         if param_space is not None:
             _check_same_param_keys(param_space, saved.get("param_space"))
@@ -545,15 +614,19 @@ def _remove_cut_writes(path: str) -> None:
                 pass
 
 
-def _holds_experiment(path: str) -> bool:
-    """Whether ``path`` holds the files of an earlier run (not just an empty directory):
-    a state file, or trial folders whose state files were lost (they restore too)."""
-    from fasttune._internal.experiment_state import STATE_FILES
+def _holds_results(path: str) -> bool:
+    """Whether ``path`` holds what an earlier run made: a state file besides
+    ``tuner.pkl``, or trial folders whose state files were lost (they restore too).
+
+    A lone ``tuner.pkl`` (a ``Tuner`` built but never run, or a run killed before its
+    first trial) holds nothing a new run could lose.
+    """
+    from fasttune._internal.experiment_state import STATE_FILES, TUNER_FILE
     from fasttune._internal.state_recovery import has_trial_folder
 
-    return any(os.path.exists(os.path.join(path, name)) for name in STATE_FILES) or (
-        has_trial_folder(path)
-    )
+    return any(
+        os.path.exists(os.path.join(path, name)) for name in STATE_FILES if name != TUNER_FILE
+    ) or has_trial_folder(path)
 
 
 def _move_earlier_run_aside(path: str) -> str:

@@ -36,6 +36,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def trainable_name_of(trainable_cls: Any) -> str:
+    """The trainable's name, as experiment names and restores use it."""
+    return getattr(trainable_cls, "_name", None) or trainable_cls.__name__
+
+
 def experiment_location(
     run_config: RunConfig, trainable_name: str, *, restoring: bool = False, executor: Any = None
 ) -> ExperimentStorage:
@@ -291,12 +296,15 @@ def build_run_spec(
     run_config: RunConfig,
     *,
     experiment_hash: str | None = None,
+    restoring: bool = False,
     executor: Any,
 ) -> RunSpec:
     """Everything the controller needs, with each input checked.
 
     The caller (``Tuner.fit``) passes ``executor``, the user's or its default: the
     choice belongs to the public API above the core, which never imports it.
+    ``experiment_hash`` is the restored run's, or the one a ``Tuner`` chose when it
+    wrote ``tuner.pkl`` on construction.
     """
     from fasttune._internal.resources import ResourceManager
     from fasttune.callback import CallbackList
@@ -305,11 +313,11 @@ def build_run_spec(
 
     if not isinstance(param_space, dict):
         raise TypeError(f"Tuner(param_space=...) must be a dict, got {type(param_space).__name__}")
-    trainable_name = getattr(trainable_cls, "_name", None) or trainable_cls.__name__
+    trainable_name = trainable_name_of(trainable_cls)
     _warn_about_large_values(param_space)
     blob, key = pickle_trainable(trainable_cls)
     storage = experiment_location(
-        run_config, trainable_name, restoring=experiment_hash is not None, executor=executor
+        run_config, trainable_name, restoring=restoring, executor=executor
     )
     name, experiment_path = storage.name, storage.local_path
     search_alg, scheduler, metric, mode = configure_plugins(

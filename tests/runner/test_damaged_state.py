@@ -7,10 +7,12 @@ started); each test damages a copy of what it left, and restores it in this proc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import signal
+import time
 
 import pytest
 
@@ -28,7 +30,33 @@ def crashed(tmp_path_factory):
     _wait_for_results(storage, 25)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    return os.path.join(storage, "killed")
+    path = os.path.join(storage, "killed")
+    _wait_until_quiet(path)
+    return path
+
+
+def _wait_until_quiet(path: str, timeout: float = 20) -> None:
+    """Wait until nothing changes under ``path``: the killed driver's workers notice
+    it is gone at their next report and leave, possibly in the middle of writing a
+    checkpoint, which a copy taken meanwhile would race with."""
+
+    def listing() -> list[tuple[str, int, int]]:
+        found = []
+        for root, _dirs, files in os.walk(path):
+            for name in files:
+                with contextlib.suppress(FileNotFoundError):
+                    st = os.stat(os.path.join(root, name))
+                    found.append((os.path.join(root, name), st.st_size, st.st_mtime_ns))
+        return sorted(found)
+
+    deadline = time.time() + timeout
+    before = listing()
+    while time.time() < deadline:
+        time.sleep(0.5)
+        now = listing()
+        if now == before:
+            return
+        before = now
 
 
 @pytest.fixture

@@ -142,6 +142,40 @@ def test_get_results_and_can_restore(run_config, tmp_path):
     assert restored.get_results()[0].metrics["loss"] == 6
 
 
+def test_a_constructed_tuner_can_be_restored_before_fit(tmp_path, caplog):
+    """As Ray Tune: tuner.pkl is written when the Tuner is built, so a script killed
+    between Tuner(...) and fit() leaves an experiment that restore runs in full."""
+    config = tune.RunConfig(storage_path=str(tmp_path), name="exp", verbose=0)
+    space = {"x": tune.grid_search([1, 2])}
+    tune.Tuner(quadratic, param_space=space, run_config=config)
+    path = str(tmp_path / "exp")
+    assert tune.Tuner.can_restore(path)
+    grid = tune.Tuner.restore(path, trainable=quadratic).fit()
+    assert sorted(r.config["x"] for r in grid) == [1, 2] and not grid.errors
+
+    # A folder that holds results keeps its tuner.pkl when another Tuner is built on
+    # it; that Tuner's fit() moves the earlier run aside, as before.
+    saved = open(os.path.join(path, "tuner.pkl"), "rb").read()
+    later = tune.Tuner(quadratic, param_space={"x": 5}, run_config=config)
+    assert open(os.path.join(path, "tuner.pkl"), "rb").read() == saved
+    later.fit()
+    assert [n for n in os.listdir(tmp_path) if n.startswith("exp_")]
+
+    # An unnamed Tuner is named once: fit() runs in the folder written on construction,
+    # without taking its own tuner.pkl for an earlier run.
+    caplog.clear()
+    unnamed = tune.Tuner(
+        quadratic,
+        param_space={"x": 3},
+        run_config=tune.RunConfig(storage_path=str(tmp_path / "unnamed"), verbose=0),
+    )
+    (name,) = os.listdir(tmp_path / "unnamed")
+    assert tune.Tuner.can_restore(str(tmp_path / "unnamed" / name))
+    assert unnamed.fit().experiment_path == str(tmp_path / "unnamed" / name)
+    assert os.listdir(tmp_path / "unnamed") == [name]
+    assert "earlier run" not in caplog.text
+
+
 def test_classic_run_api(run_config, tmp_path):
     analysis = tune.run(
         quadratic,
