@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
 
 from tests.experiments import make_hyperband, make_project, running_experiment
 from tests.s3_server import _s3_admin, s3_bucket, s3_server
 
 __all__ = ["_s3_admin", "hyperband", "live", "project", "s3_bucket", "s3_server"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_in_the_session_folder(tmp_path_factory):
+    """Temporary files of the tests, and of their trainables (checkpoints made in
+    ``tempfile.mkdtemp()``, as users make them, are never removed), go to this
+    session's folder, which pytest deletes a few sessions later, instead of piling
+    up in /tmp. Ray keeps its own temporary root: its socket paths must stay short."""
+    system_tmp = tempfile.gettempdir()
+    patch = pytest.MonkeyPatch()
+    patch.setenv("RAY_TMPDIR", os.environ.get("RAY_TMPDIR", system_tmp))
+    patch.setenv("TMPDIR", str(tmp_path_factory.mktemp("tmp")))
+    patch.setattr(tempfile, "tempdir", None)
+    yield
+    patch.undo()
 
 
 @pytest.fixture(scope="session")

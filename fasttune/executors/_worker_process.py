@@ -101,7 +101,10 @@ def warm_up() -> None:
     results = [trainable.train() for _ in range(3)]
     trainable.stop()
     kinds, _ = offloadable_loggers(default_logger_callbacks())
+    cached_tempdir = tempfile.tempdir
     scratch = tempfile.mkdtemp(prefix="fasttune-warm-up-")
+    # Workers find the temporary directory themselves, from their own TMPDIR.
+    tempfile.tempdir = cached_tempdir
     try:
         files = TrialResultFiles(scratch, TrialFilesSpec(kinds), {"x": 0})
         try:
