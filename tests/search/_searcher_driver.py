@@ -2,12 +2,14 @@
 
 ``python -m tests.search._searcher_driver KIND STORAGE MARKERS RELEASE`` prints
 ``started`` and runs :func:`make_tuner`. Each trial leaves a file in ``MARKERS``
-when it starts; the trial that finds ``block_at`` files there waits until the file
-``RELEASE`` exists, so the test can kill the driver while that trial runs.
+when it starts (named by the time, holding its ``x`` and ``y``); the trial that finds
+``block_at`` files there waits until the file ``RELEASE`` exists, so the test can
+kill the driver while that trial runs.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -20,7 +22,8 @@ NUM_SAMPLES = 8
 
 def objective(config):
     markers = config["markers"]
-    open(os.path.join(markers, uuid.uuid4().hex), "w").close()
+    with open(os.path.join(markers, f"{time.time_ns():020d}-{uuid.uuid4().hex}"), "w") as f:
+        json.dump([config["x"], config["y"]], f)
     if len(os.listdir(markers)) == config["block_at"]:
         deadline = time.time() + 60
         while not os.path.exists(config["release"]) and time.time() < deadline:
@@ -37,9 +40,30 @@ def make_searcher(kind: str):
         from fasttune.search.zoopt import ZOOptSearch
 
         return ZOOptSearch(budget=NUM_SAMPLES, seed=5)
+    if kind == "ax":
+        return _ax_search(sobol_trials=3)
+    if kind == "hebo":
+        from fasttune.search.hebo import HEBOSearch
+
+        return HEBOSearch(random_state_seed=5, rand_sample=3)
     from fasttune.search.bayesopt import BayesOptSearch
 
     return BayesOptSearch(random_state=5, random_search_steps=3)
+
+
+def _ax_search(sobol_trials: int):
+    """Ax with ``sobol_trials`` seeded Sobol points, then BoTorch's model (seeded)."""
+    from ax.adapter.registry import Generators
+    from ax.generation_strategy.generation_node import GenerationStep
+    from ax.generation_strategy.generation_strategy import GenerationStrategy
+
+    from fasttune.search.ax import AxSearch
+
+    steps = [
+        GenerationStep(Generators.SOBOL, sobol_trials, generator_kwargs={"seed": 5}),
+        GenerationStep(Generators.BOTORCH_MODULAR, -1),
+    ]
+    return AxSearch(random_seed=5, generation_strategy=GenerationStrategy(nodes=steps))
 
 
 def make_tuner(kind: str, storage: str, markers: str, release: str, block_at: int) -> tune.Tuner:
@@ -149,15 +173,33 @@ def _index(result) -> int:
     return int(result.metrics["trial_id"].rsplit("_", 1)[1])
 
 
+def configs_in_order(grid) -> list[tuple[float, float]]:
+    """The ``(x, y)`` of each trial, in the order the trials were created."""
+    return [(r.config["x"], r.config["y"]) for r in sorted(grid, key=_index)]
+
+
+def assert_resumed_once_each(grid):
+    """The run restored after the kill ran every trial once: none errored, none was
+    lost, no config was suggested twice."""
+    assert len(grid) == NUM_SAMPLES
+    assert grid.num_terminated == NUM_SAMPLES and grid.num_errors == 0
+    assert len(set(configs_in_order(grid))) == NUM_SAMPLES
+
+
 def assert_resumed_as_reference(grid, reference):
     """The run restored after the kill ran every trial once, and suggested what the same
     seeded run without a crash suggested, in order."""
-    assert len(grid) == NUM_SAMPLES
-    assert grid.num_terminated == NUM_SAMPLES and grid.num_errors == 0
-    configs = [(r.config["x"], r.config["y"]) for r in sorted(grid, key=_index)]
-    assert len(set(configs)) == NUM_SAMPLES  # nothing suggested twice
-    expected = [(r.config["x"], r.config["y"]) for r in sorted(reference, key=_index)]
-    assert configs == expected
+    assert_resumed_once_each(grid)
+    assert configs_in_order(grid) == configs_in_order(reference)
+
+
+def _started(markers: str) -> list[tuple[float, float]]:
+    """The ``(x, y)`` of the trials that started, in order, from their marker files."""
+    started = []
+    for name in sorted(os.listdir(markers)):
+        with open(os.path.join(markers, name)) as f:
+            started.append(tuple(json.load(f)))
+    return started
 
 
 def _wait_for_files(directory: str, count: int, proc, timeout: float = 60) -> None:
@@ -171,8 +213,15 @@ def _wait_for_files(directory: str, count: int, proc, timeout: float = 60) -> No
     raise AssertionError(f"fewer than {count} trials started in {timeout} s")
 
 
-def killed_then_restored(tmp_path, kind: str):
+def killed_then_restored(tmp_path, kind: str, reference: bool = True):
     """Kill the driver while its 4th trial runs, restore, and run a reference without a crash.
+
+    Checks that the restored run's first trials are the ones started before the kill,
+    with the same configs in the same order (the 4th, cut short, runs again).
+
+    Args:
+        reference: False to skip the reference run (for searchers whose model-based
+            suggestions are not reproducible from a seed); it is then None.
 
     Returns:
         ``(restored_grid, saved_searcher_state, reference_grid)``: the searcher state
@@ -201,11 +250,16 @@ def killed_then_restored(tmp_path, kind: str):
             proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
             proc.stdout.close()
+    before_kill = _started(markers)
+    assert len(before_kill) == 4
     open(release, "w").close()  # the orphaned worker of the blocked trial may now end
     path = os.path.join(storage, "killed")
     assert tune.Tuner.can_restore(path)
     grid = tune.Tuner.restore(path, trainable=objective).fit()
+    assert configs_in_order(grid)[:4] == before_kill
     saved = saved_searcher_state(path)
+    if not reference:
+        return grid, saved, None
     ref_markers = str(tmp_path / "ref_markers")
     os.makedirs(ref_markers)
     reference = make_tuner(kind, str(tmp_path / "ref"), ref_markers, release, block_at=0).fit()

@@ -237,3 +237,21 @@ def test_a_fresh_searcher_restores_space_metric_mode_and_continues_exactly(tmp_p
     objective = lambda c: (c["x"] - 0.5) ** 2  # noqa: E731
     driver.assert_restores_and_continues(tmp_path, original, restored, objective, 2, 2)
     assert statuses(restored) == ["COMPLETED"] * 5
+
+
+def test_sigkilled_driver_resumes_without_repeated_or_lost_suggestions(tmp_path):
+    grid, saved, reference = driver.killed_then_restored(tmp_path, "ax")
+    driver.assert_resumed_as_reference(grid, reference)  # 3 Sobol points, then BoTorch's
+
+    # The saved experiment holds every trial once, completed with its result, the ones
+    # finished before the crash too; the 4th on was BoTorch's, before and after it.
+    assert not saved["_live"]
+    trials = list(saved["_ax"].experiment.trials.values())
+    assert [t.status.name for t in trials] == ["COMPLETED"] * driver.NUM_SAMPLES
+    assert [t.generator_run._generator_key for t in trials] == ["Sobol"] * 3 + ["BoTorch"] * 5
+    data = saved["_ax"].experiment.fetch_data().df
+    loss = {int(row.trial_index): row.mean for row in data.itertuples()}
+    for index, result in enumerate(sorted(grid, key=driver._index)):
+        parameters = trials[index].arm.parameters
+        assert (parameters["x"], parameters["y"]) == (result.config["x"], result.config["y"])
+        assert loss[index] == pytest.approx(result.metrics["loss"])

@@ -232,3 +232,20 @@ def test_a_fresh_searcher_restores_space_metric_mode_and_continues_exactly(tmp_p
     objective = lambda c: (c["x"] - 0.5) ** 2  # noqa: E731
     driver.assert_restores_and_continues(tmp_path, original, restored, objective, 3, 4)
     assert restored._opt.y.reshape(-1).tolist() == original._opt.y.reshape(-1).tolist()
+
+
+def test_sigkilled_driver_resumes_without_repeated_or_lost_suggestions(tmp_path):
+    # HEBO's model-based suggestions are not reproducible (see HEBOSearch), so there
+    # is no reference run: the restored run is checked against the killed one's trials.
+    grid, saved, _ = driver.killed_then_restored(tmp_path, "hebo", reference=False)
+    driver.assert_resumed_once_each(grid)
+
+    # HEBO was told every trial once, the ones finished before the crash too.
+    assert not saved["_live"] and not saved["_cache"]
+    rows = saved["_opt"].X[["x", "y"]].itertuples(index=False, name=None)
+    told = dict(zip(rows, saved["_opt"].y.reshape(-1).tolist()))
+    assert len(told) == len(saved["_opt"].y) == driver.NUM_SAMPLES
+    for result in grid:
+        assert told[(result.config["x"], result.config["y"])] == pytest.approx(
+            result.metrics["loss"]
+        )
