@@ -316,7 +316,14 @@ class TuneController:
             if intent is StopIntent.PAUSE:
                 trial.restore_path = None
             return
-        self._register_checkpoint(trial, os.path.basename(checkpoint_path.rstrip(os.sep)))
+        dir_name = os.path.basename(checkpoint_path.rstrip(os.sep))
+        # A function trainable's save hands back the checkpoint it last reported, which
+        # is registered already with the metrics of its own iteration: registered again
+        # with the current result (a pause between checkpoints), it would claim a later
+        # iteration than it restores to, and the trial's result files would be cut back
+        # short of what it then reports again (an iteration twice in result.json).
+        if trial.checkpoint_manager.metrics_of(dir_name) is None:
+            self._register_checkpoint(trial, dir_name)
         if intent is StopIntent.PAUSE:
             trial.restore_path = checkpoint_path
 

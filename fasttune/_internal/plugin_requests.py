@@ -145,11 +145,38 @@ def adopt_checkpoint(trial: Trial, source: str, sync: ExperimentSync | None = No
     if sync is None or os.path.isdir(source):
         shutil.copytree(source, target)
     manager = trial.checkpoint_manager
-    removed = manager.register(name, dict(trial.last_result))
+    removed = manager.register(name, _adopted_metrics(trial, target))
     manager.delete_files(removed)
     if removed and sync is not None:
         sync.delete_later(os.path.join(manager.trial_dir, n) for n in removed)
     return target
+
+
+def _adopted_metrics(trial: Trial, checkpoint_dir: str) -> dict[str, Any]:
+    """The metrics an adopted checkpoint is registered with: the trial's last result,
+    at the iteration (and timesteps) the checkpoint itself restores to.
+
+    The trial resumes where the donor's checkpoint was taken, not where the trial
+    stood when it exploited (PBT may clone a donor whose checkpoint is older, e.g. one
+    paused between checkpoints); the result files are cut back to this iteration, so
+    any later one would leave the iterations after the checkpoint in them twice.
+    """
+    from fasttune import result as R
+    from fasttune.trainable.checkpoint_io import read_state
+
+    metrics = dict(trial.last_result)
+    try:
+        state = read_state(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
+    except Exception:  # a damaged state file: the restore will say so
+        state = None
+    if not state or not isinstance(state.get("iteration"), int):
+        return metrics  # no trainable state here (remote only, or a bare directory)
+    metrics[R.TRAINING_ITERATION] = state["iteration"]
+    if state.get("timesteps_total") is None:
+        metrics.pop(R.TIMESTEPS_TOTAL, None)
+    else:
+        metrics[R.TIMESTEPS_TOTAL] = state["timesteps_total"]
+    return metrics
 
 
 def _new_resources(resources: Any) -> Any:

@@ -7,6 +7,7 @@ import json
 import os
 import random
 import signal
+import tempfile
 
 import pytest
 
@@ -627,3 +628,64 @@ def test_pbt_state_survives_tuner_restore(run_config, two_cpus, tmp_path):
     for res in grid:
         lines = _lines(res.path)
         assert lines[-1]["training_iteration"] == 8 and all(x["lr"] in LRS for x in lines)
+
+
+def count_with_every_second_checkpoint(config):
+    """Counts its iterations in a checkpoint taken every second one (to 9)."""
+    counter = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as d, open(os.path.join(d, "counter")) as f:
+            counter = int(f.read())
+    while counter < 9:
+        counter += 1
+        checkpoint = None
+        if counter % 2 == 0:
+            directory = tempfile.mkdtemp()
+            with open(os.path.join(directory, "counter"), "w") as f:
+                f.write(str(counter))
+            checkpoint = tune.Checkpoint.from_directory(directory)
+        tune.report({"score": counter + config["lr"], "counter": counter}, checkpoint=checkpoint)
+
+
+@pytest.mark.parametrize("quantile_fraction", [0.0, 0.25], ids=["pauses", "exploits"])
+def test_perturbations_between_checkpoints_leave_each_iteration_once(
+    run_config, two_cpus, quantile_fraction
+):
+    """Synch rounds at 3, 6 and 9 with a checkpoint every 2: at 3 and 9 every trial is
+    paused (and, with a quantile, the worst exploits the best) one iteration past its
+    newest checkpoint.
+
+    A function trainable's pause hands back the checkpoint it reported at 2; it was
+    registered again with the result of 3 ("pauses"), and an exploit registered the
+    donor's copy at the target's iteration 3 too ("exploits"): the trial then resumed
+    at 2 while its result.json was cut back only to 3, and it held iteration 3 twice
+    (the chaos campaign's ``8, 9, 9, 10``).
+    """
+    random.seed(0)
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=3,
+        hyperparam_mutations={"lr": LRS},
+        quantile_fraction=quantile_fraction,
+        resample_probability=0.0,
+        synch=True,
+    )
+    grid = tune.Tuner(
+        count_with_every_second_checkpoint,
+        param_space={"lr": tune.grid_search(LRS)},
+        tune_config=tune.TuneConfig(scheduler=pbt, metric="score", mode="max"),
+        run_config=run_config(name="between"),
+    ).fit()
+    assert grid.num_terminated == 4 and grid.errors == []
+    if quantile_fraction:  # an exploit at 3 and at 9, from a checkpoint at 2 and 8
+        assert pbt._num_perturbations >= 2
+    for res in grid:
+        lines = _lines(res.path)
+        assert [line["training_iteration"] for line in lines] == list(range(1, 10))
+        # Restarted from the checkpoint it claims: its own count agrees.
+        assert all(line["counter"] == line["training_iteration"] for line in lines)
+        # Each checkpoint is registered at the iteration it restores to.
+        for checkpoint, metrics in res.best_checkpoints:
+            with open(os.path.join(checkpoint.path, "counter")) as f:
+                assert int(f.read()) == metrics["training_iteration"]
