@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import tempfile
 import time
@@ -92,9 +93,11 @@ def ray_cluster():
     """
     from tests.executors._ray_support import start_cluster
 
-    temp_dir = tempfile.mkdtemp(prefix="ft_ray_")  # short: Ray's socket paths go in it
+    # short, out of the session folder: Ray's socket paths go in it
+    temp_dir = tempfile.mkdtemp(prefix="ft_ray_", dir=os.environ.get("RAY_TMPDIR"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RAY_TMPDIR", temp_dir)
+        patch.setenv("TMPDIR", temp_dir)  # the cluster's processes make sockets there too
         cluster = start_cluster()
         try:
             yield cluster

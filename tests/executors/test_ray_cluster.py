@@ -8,6 +8,8 @@ import glob
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -21,6 +23,7 @@ from tests.executors._ray_support import OBJECT_STORE_BYTES, node_of  # noqa: E4
 from tests.executors._ray_trainables import Steps, bundles_fn, where_fn  # noqa: E402
 
 pytestmark = pytest.mark.ray_cluster
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _run_config(tmp_path, **kwargs) -> tune.RunConfig:
@@ -128,6 +131,35 @@ def test_with_an_autoscaler_a_request_waits_for_a_new_node(ray_connected, caplog
     finally:
         manager.shutdown()
         ray_connected.remove_node(node)
+
+
+def test_a_driver_reaching_the_cluster_through_ray_client_runs_the_experiment(
+    ray_connected, tmp_path
+):
+    """``fasttune.init(address="ray://...")`` in a process that is not a node of the
+    cluster: trials run on the nodes their resources name, the experiment's files are
+    complete, and the connection fasttune opened is closed at the end."""
+    storage = str(tmp_path / "results")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "FASTTUNE_ADDRESS")}
+    env["PYTHONPATH"] = ROOT
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.executors._ray_client_driver",
+         ray_connected.client_address, storage],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, env=env,
+    )  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    outcome = json.loads(lines[0][len("RESULT ") :])
+    assert outcome["errors"] == [] and not outcome["still_connected"]
+    trials = outcome["trials"]
+    assert {rack: t["node"] for rack, t in trials.items()} == {
+        "rack_a": node_of("rack_a"),
+        "rack_b": node_of("rack_b"),
+    }
+    for trial in trials.values():
+        assert trial["iterations"] == 3 and trial["pid"] != outcome["driver_pid"]
+        assert [line["step"] for line in _lines(trial["path"])] == [0, 1, 2]
+    assert tune.Tuner.can_restore(os.path.join(storage, "client"))
 
 
 def test_losing_a_node_resumes_its_trials_on_another_from_their_checkpoints(
