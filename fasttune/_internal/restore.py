@@ -112,6 +112,16 @@ def replay_to_scheduler(controller: Any, seen: dict[str, int], num_trials: int) 
     in the order they were reported, then the endings to ``on_trial_complete`` /
     ``on_trial_error``. The decisions and requests they produce are discarded: they
     were carried out before the crash, or are made again when the trials run.
+
+    A result's timestamp counts whole seconds, so a fast run has many in one: those are
+    taken iteration by iteration (each trial's first, then each one's second...), the
+    order in which trials that run together report them. Trial by trial instead, a
+    synchronous PBT saw one trial reach every sync point while the others had not
+    started: its rounds then fell between checkpoints (at 5, 7, 9 rather than at each
+    second iteration), so that trials were paused past their checkpoint and cloned
+    donors a round ahead (``result.json`` ``1..7, 9, 10``) or finished (ended at 9).
+    ASHA's decisions depend on the order at each rung only, which for trials run one
+    at a time is the same either way.
     """
     from fasttune._support.flatten import flatten_result
 
@@ -131,10 +141,10 @@ def replay_to_scheduler(controller: Any, seen: dict[str, int], num_trials: int) 
         for result in _read_result_lines(trial.local_path):
             iteration = result.get(R.TRAINING_ITERATION, 0)
             if after < iteration <= until:
-                order = (result.get(R.TIMESTAMP, 0), position[trial.trial_id], iteration)
+                order = (result.get(R.TIMESTAMP, 0), iteration, position[trial.trial_id])
                 events.append((*order, trial, flatten_result(result, (R.CONFIG,))))
         if trial.is_finished():
-            events.append((math.inf, position[trial.trial_id], 0, trial, None))
+            events.append((math.inf, 0, position[trial.trial_id], trial, None))
     events.sort(key=lambda event: event[:3])
     for *_, trial, replayed in events:
         if replayed is not None:

@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 import signal
 import tempfile
 
@@ -689,3 +690,93 @@ def test_perturbations_between_checkpoints_leave_each_iteration_once(
         for checkpoint, metrics in res.best_checkpoints:
             with open(os.path.join(checkpoint.path, "counter")) as f:
                 assert int(f.read()) == metrics["training_iteration"]
+
+
+def count_in_two_seconds(config):
+    """Counts to 10 with a checkpoint every second iteration, logging each iteration it
+    starts; its results carry the timestamps of a fast run: 1-5 in one second, 6-10 in
+    the next (a result's timestamp counts whole seconds)."""
+    counter = 0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as d, open(os.path.join(d, "counter")) as f:
+            counter = int(f.read())
+    started = os.path.join(config["side_dir"], f"{tune.get_context().get_trial_id()}.log")
+    while counter < 10:
+        counter += 1
+        with open(started, "a") as f:
+            f.write(f"{counter}\n")
+        checkpoint = None
+        if counter % 2 == 0:
+            directory = tempfile.mkdtemp()
+            with open(os.path.join(directory, "counter"), "w") as f:
+                f.write(str(counter))
+            checkpoint = tune.Checkpoint.from_directory(directory)
+        result = {"score": counter + config["lr"], "counter": counter}
+        tune.report(dict(result, timestamp=1_000_000 + (counter > 5)), checkpoint=checkpoint)
+
+
+class KeepFirstSchedulerState(tune.Callback):
+    """Copies the scheduler state of the run's first snapshot aside, at the first result."""
+
+    def __init__(self, experiment_dir, copy):
+        self.experiment_dir, self.copy = experiment_dir, copy
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if not os.path.exists(self.copy):
+            shutil.copyfile(os.path.join(self.experiment_dir, "scheduler_state.pkl"), self.copy)
+
+
+def test_replayed_synch_rounds_stay_at_the_checkpoints(run_config, two_cpus, tmp_path):
+    """A restore replays to PBT the results its saved state had not seen, as they came:
+    here every result of a run interrupted after the round at 6 (the scheduler state of
+    the first snapshot, as a driver killed before the next one leaves).
+
+    Taken trial by trial within a second, the replay had trial 0 at 5 before trial 3
+    reached 2: the round at 2 then moved the next sync point to 5, and the restored run
+    perturbed at 7 and 9, between checkpoints: every trial paused there and ran the
+    iteration again, and a trial at 7 could clone a donor's checkpoint at 8 (the chaos
+    campaign's ``1..7, 9, 10``) or a finished one (ended at 9).
+    """
+    side = tmp_path / "side"
+    side.mkdir()
+    experiment_dir = str(tmp_path / "results" / "replayed")
+    first_state = str(tmp_path / "first_scheduler_state.pkl")
+
+    def make_pbt():
+        return PopulationBasedTraining(
+            time_attr="training_iteration",
+            perturbation_interval=2,
+            hyperparam_mutations={"lr": LRS},
+            quantile_fraction=0.25,
+            resample_probability=0.0,
+            synch=True,
+        )
+
+    random.seed(0)
+    marker = str(tmp_path / "interrupted")
+    callbacks = [KeepFirstSchedulerState(experiment_dir, first_state), InterruptOnce(marker, 24)]
+    grid = tune.Tuner(
+        count_in_two_seconds,
+        param_space={"lr": tune.grid_search(LRS), "side_dir": str(side)},
+        tune_config=tune.TuneConfig(scheduler=make_pbt(), metric="score", mode="max"),
+        run_config=run_config(name="replayed", callbacks=callbacks),
+    ).fit()
+    assert os.path.exists(marker) and grid.num_terminated == 0
+    # Every trial reported 6 (its checkpoint): the restore replays all 24 results.
+    assert all(r.metrics["training_iteration"] == 6 for r in grid)
+    shutil.copyfile(first_state, os.path.join(experiment_dir, "scheduler_state.pkl"))
+    logs = {p: open(p).read().split() for p in map(str, side.iterdir())}
+
+    tuner = tune.Tuner.restore(experiment_dir, trainable=count_in_two_seconds)
+    restored = tuner._tune_config.scheduler
+    grid = tuner.fit()
+    assert grid.num_terminated == 4 and grid.errors == []
+    for path, before in logs.items():
+        # Resumed at 6, no trial is paused between checkpoints: each iteration once.
+        assert open(path).read().split()[len(before) :] == ["7", "8", "9", "10"]
+    for res in grid:
+        lines = _lines(res.path)
+        assert [line["training_iteration"] for line in lines] == list(range(1, 11))
+        assert all(line["counter"] == line["training_iteration"] for line in lines)
+    assert restored.get_state()["next_perturbation_sync"] == 12  # rounds at 8 and 10
