@@ -202,10 +202,16 @@ def main() -> None:
     parser.add_argument(
         "--child-kills", action="store_true", help="also kill workers and the fork server"
     )
+    parser.add_argument(
+        "--workdir", help="keep the killed experiment here (a new folder) to inspect it"
+    )
     args = parser.parse_args()
     started = time.time()
     with tempfile.TemporaryDirectory() as ref_dir, tempfile.TemporaryDirectory() as work:
         expected = reference(args.kind, ref_dir)
+        if args.workdir:
+            os.makedirs(args.workdir)
+            work = args.workdir
         outcome = run_campaign(args.kind, args.kills, args.seed, work, args.child_kills)
     same = (
         outcome.finals == expected.finals
