@@ -347,6 +347,7 @@ class Tuner:
                 ``RunConfig(storage_filesystem=...)``; inferred from ``path`` if omitted.
         """
         from fasttune._internal.experiment_state import ExperimentStateStore
+        from fasttune._internal.state_framing import DamagedStateError
         from fasttune.storage.location import locate_experiment
 
         storage = locate_experiment(path, storage_filesystem)
@@ -376,7 +377,22 @@ class Tuner:
             without_tuner = True
         path = storage.local_path
         store = ExperimentStateStore(path)
-        saved = _saved_from_folders(store) if without_tuner else store.load_tuner()
+        if not without_tuner:
+            try:
+                saved = store.load_tuner()
+            except DamagedStateError as damage:
+                if param_space is None:
+                    raise ValueError(
+                        f"Tuner.restore(path={storage.uri!r}): {damage}, so the run cannot "
+                        "be continued from it alone. Its trials and results are intact: "
+                        f"read them with fasttune.ExperimentAnalysis({storage.uri!r}), or "
+                        "continue the run from its trial folders with Tuner.restore(path, "
+                        "trainable=..., param_space=<the run's param_space>)."
+                    ) from None
+                logger.warning("%s; the run goes on from its trial folders.", damage)
+                without_tuner = True
+        if without_tuner:
+            saved = _saved_from_folders(store)
         if "inputs" in saved:
             import cloudpickle
 

@@ -47,12 +47,15 @@ import cloudpickle
 
 from fasttune._internal.state_framing import (
     CONFIGS_HEADER,
+    DamagedStateError,
     frame_blob,
     frame_line,
+    open_pickle,
     read_blobs,
     read_document,
     read_lines,
     seal_document,
+    seal_pickle,
 )
 from fasttune._internal.state_recovery import pending_records, records_from_folders
 from fasttune._support.encoding import encode_result_line
@@ -251,7 +254,7 @@ class ExperimentStateStore:
                 "state": search_alg.get_state(),
             }
         )
-        atomic_write_bytes(self._file(SEARCH_STATE_FILE), blob, durable=False)
+        atomic_write_bytes(self._file(SEARCH_STATE_FILE), seal_pickle(blob), durable=False)
 
     def snapshot(
         self,
@@ -279,13 +282,13 @@ class ExperimentStateStore:
             # previous plugin states beside the new snapshot, which a restore replays from.
             atomic_write_bytes(
                 self._file(SCHEDULER_STATE_FILE),
-                cloudpickle.dumps(document_of_scheduler),
+                seal_pickle(cloudpickle.dumps(document_of_scheduler)),
                 sync_dir=False,
             )
         if callbacks is not None:
             atomic_write_bytes(
                 self._file(CALLBACK_STATE_FILE),
-                cloudpickle.dumps(callbacks.get_state()),
+                seal_pickle(cloudpickle.dumps(callbacks.get_state())),
                 sync_dir=False,
             )
         self._write_base(trials)
@@ -325,7 +328,7 @@ class ExperimentStateStore:
         self._changed = {}
 
     def save_tuner(self, data: dict[str, Any]) -> None:
-        atomic_write_bytes(self._file(TUNER_FILE), cloudpickle.dumps(data))
+        atomic_write_bytes(self._file(TUNER_FILE), seal_pickle(cloudpickle.dumps(data)))
 
     def close(self) -> None:
         for handle in (self._journal, self._configs):
@@ -519,15 +522,22 @@ def _read_configs(path: str) -> dict[str, Any]:
 
 def _load_pickle(path: str, *, damaged_ok: bool = True) -> Any:
     """The object pickled in ``path``; None when missing, or damaged and ``damaged_ok``
-    (a plugin's state: the run goes on without it, and says so)."""
-    if not os.path.exists(path):
+    (a plugin's state: the run goes on without it, and says so).
+
+    A damaged file (its checksum fails, or a bare pickle written before checksums fails
+    to load) is never unpickled into wrong values.
+
+    Raises:
+        DamagedStateError: Damaged, and not ``damaged_ok``.
+    """
+    data = _read_file(path)
+    if data is None:
         return None
     try:
-        with open(path, "rb") as f:
-            return cloudpickle.load(f)
-    except Exception as e:  # UnpicklingError, EOFError, ... from a truncated file
+        return cloudpickle.loads(open_pickle(data))
+    except Exception as e:  # a failed checksum; UnpicklingError, EOFError from a bare one
         if not damaged_ok:
-            raise
+            raise DamagedStateError(f"{path} is damaged ({type(e).__name__}: {e})") from e
         logger.warning("%s is damaged (%s: %s) and was not restored.", path, type(e).__name__, e)
         return None
 

@@ -12,6 +12,11 @@ taken over the object as it was before that key was added: JSON readers see one 
 more, and a changed byte anywhere is found. A snapshot written before checksums has
 no such ending and is checked by parsing alone.
 
+Pickled state files (``tuner.pkl`` and the plugins' states): a header, the crc32 of
+the pickle (4 bytes LE), then the pickle. A changed byte is found before anything is
+unpickled, and the file is treated as damaged. Files written before checksums (a bare
+pickle) are still read.
+
 Length-framed logs (the configs log): a header, then ``<length: 8 bytes LE>
 <crc32: 4 bytes LE><payload>`` per record. A record that fails its checksum ends the
 reading there (its length cannot be trusted to find the next one). Files written
@@ -29,6 +34,35 @@ from typing import Any
 
 CONFIGS_HEADER = b"fasttune-configs-log v2\n"
 _TRIAL_ID = re.compile(rb'"trial_id": ?"([0-9A-Za-z_]{1,64})"')
+
+
+PICKLE_HEADER = b"fasttune-state v1\n"
+
+
+class DamagedStateError(ValueError):
+    """A state file failed its checksum."""
+
+
+def seal_pickle(payload: bytes) -> bytes:
+    """A pickled state file's bytes: header, checksum, ``payload``."""
+    return PICKLE_HEADER + zlib.crc32(payload).to_bytes(4, "little") + payload
+
+
+def open_pickle(data: bytes) -> bytes:
+    """The pickle inside a state file written by :func:`seal_pickle` (or a bare one).
+
+    Raises:
+        DamagedStateError: The checksum does not match (or the file is cut short).
+    """
+    if not data.startswith(PICKLE_HEADER):
+        return data  # written before checksums
+    start = len(PICKLE_HEADER) + 4
+    payload = data[start:]
+    if len(data) < start or zlib.crc32(payload) != int.from_bytes(
+        data[start - 4 : start], "little"
+    ):
+        raise DamagedStateError("its checksum does not match its contents")
+    return payload
 
 
 def frame_line(line: bytes) -> bytes:

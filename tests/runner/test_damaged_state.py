@@ -212,17 +212,26 @@ def test_each_state_file_deleted_in_turn_loses_no_started_trial(copy, name, capl
     assert len(finished) >= len(started)
 
 
-@pytest.mark.parametrize("damage", ["delete", "truncate"])
-def test_a_lost_search_state_does_not_draw_the_samples_again(copy, crashed, damage, tmp_path):
+@pytest.mark.parametrize("damage", ["delete", "truncate", "flip"])
+def test_a_lost_search_state_does_not_draw_the_samples_again(
+    copy, crashed, damage, tmp_path, caplog
+):
     reference = str(tmp_path / "reference")
     shutil.copytree(crashed, reference)
     expected = _all_finished(_restore(reference))
     path = os.path.join(copy, "search_state.pkl")
+    data = open(path, "rb").read()
     if damage == "delete":
         os.remove(path)
-    else:
-        open(path, "wb").write(open(path, "rb").read()[:20])
-    assert _all_finished(_restore(copy)) == expected  # was: 20 trials, 10 configs twice
+    elif damage == "truncate":
+        open(path, "wb").write(data[:20])
+    else:  # one changed byte, which could unpickle into other values: found by its checksum
+        middle = len(data) // 2
+        open(path, "wb").write(data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :])
+    with caplog.at_level(logging.WARNING):
+        assert _all_finished(_restore(copy)) == expected  # was: 20 trials, 10 configs twice
+    if damage == "flip":
+        assert "search_state.pkl is damaged" in caplog.text and "checksum" in caplog.text
 
 
 def test_deleted_base_records_are_rebuilt(copy):
@@ -252,6 +261,18 @@ def test_a_lost_tuner_file_says_what_is_intact(copy):
         tune.Tuner.restore(copy, trainable=slow_counter)
 
 
+def _flip_a_byte(path: str) -> None:
+    data = open(path, "rb").read()
+    middle = len(data) // 2
+    open(path, "wb").write(data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :])
+
+
+def test_a_damaged_tuner_file_says_so_and_what_is_intact(copy):
+    _flip_a_byte(os.path.join(copy, "tuner.pkl"))
+    with pytest.raises(ValueError, match=r"tuner\.pkl is damaged.*checksum.*param_space="):
+        tune.Tuner.restore(copy, trainable=slow_counter)
+
+
 SPACE = {"x": tune.uniform(0, 1), "n": 8, "sleep": 0.05}  # the driver's param_space
 
 
@@ -270,6 +291,13 @@ def test_a_lost_tuner_file_and_the_param_space_given_again_finish_the_run(copy, 
         _all_finished(_restore_with_space(copy))
     assert "has no tuner.pkl" in caplog.text and "defaults" in caplog.text
     assert tune.Tuner.can_restore(copy)  # the restored run wrote a tuner.pkl again
+
+
+def test_a_damaged_tuner_file_and_the_param_space_given_again_finish_the_run(copy, caplog):
+    _flip_a_byte(os.path.join(copy, "tuner.pkl"))
+    with caplog.at_level(logging.WARNING):
+        _all_finished(_restore_with_space(copy))
+    assert "tuner.pkl is damaged" in caplog.text and "trial folders" in caplog.text
 
 
 def test_trial_folders_alone_rebuild_the_results(copy, crashed, tmp_path):
@@ -350,7 +378,12 @@ def test_an_experiment_written_before_checksums_still_restores(copy, caplog):
     experiments of earlier fasttune versions: restored, and appended to in its format."""
     import json
 
-    from fasttune._internal.state_framing import CONFIGS_HEADER, read_blobs, read_lines
+    from fasttune._internal.state_framing import (
+        CONFIGS_HEADER,
+        open_pickle,
+        read_blobs,
+        read_lines,
+    )
 
     for name in ("experiment_state.journal", "trial_states.jsonl"):
         path = os.path.join(copy, name)
@@ -359,6 +392,11 @@ def test_an_experiment_written_before_checksums_still_restores(copy, caplog):
     configs = os.path.join(copy, "trial_configs.pkl")
     blobs = read_blobs(open(configs, "rb").read()).records
     open(configs, "wb").write(b"".join(len(b).to_bytes(8, "little") + b for b in blobs))
+    for name in ("tuner.pkl", "search_state.pkl", "scheduler_state.pkl", "callback_state.pkl"):
+        path = os.path.join(copy, name)
+        if os.path.exists(path):  # bare pickles, without header and checksum
+            bare = open_pickle(open(path, "rb").read())
+            open(path, "wb").write(bare)
     snapshot = os.path.join(copy, "experiment_state.json")
     document = json.load(open(snapshot))
     document["version"] = 2

@@ -18,6 +18,7 @@ import pytest
 
 import fasttune as tune
 from fasttune import result as R
+from fasttune._internal.state_framing import open_pickle
 from fasttune.experiment.trial import TrialStatus
 from fasttune.schedulers._registry import create_scheduler
 from fasttune.schedulers.async_hyperband import ASHAScheduler, AsyncHyperBandScheduler
@@ -403,7 +404,7 @@ def test_rung_records_survive_tuner_restore(tmp_path, two_cpus):
     ).fit()
     path = str(tmp_path / "results" / "exp")
     with open(os.path.join(path, "scheduler_state.pkl"), "rb") as f:
-        saved = pickle.load(f)["state"]  # beside what it had seen of each trial
+        saved = pickle.loads(open_pickle(f.read()))["state"]  # beside what it had seen
     assert sorted(saved["_brackets"][0].rungs[-1][1].values()) == [0.5, 1.0]
     # Run 2: the failed trials restart and meet run 1's rung records: stopped at 1.
     # (A fresh scheduler would let 0.1, first at its rungs, run to max_t.)
@@ -412,7 +413,7 @@ def test_rung_records_survive_tuner_restore(tmp_path, two_cpus):
     assert grid.num_errors == 0
     assert _iterations(grid) == {0.5: (9, 9, 9), 1.0: (9, 9, 9), 0.1: (1, 1, 1), 0.2: (1, 1, 1)}
     with open(os.path.join(path, "scheduler_state.pkl"), "rb") as f:
-        saved = pickle.load(f)["state"]
+        saved = pickle.loads(open_pickle(f.read()))["state"]
     assert sorted(saved["_brackets"][0].rungs[-1][1].values()) == [0.1, 0.2, 0.5, 1.0]
     assert saved["_num_stopped"] == 4
 
