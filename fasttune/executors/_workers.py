@@ -25,7 +25,8 @@ class Worker:
     keys: set[str] = field(default_factory=set)  # trainable blobs it has received
     launch: TrialLaunch | None = None  # the hosted trial
     started: bool = False
-    stopping: bool = False  # stop_trial was sent: its results are dropped
+    stopping: bool = False  # stop_trial was called: its results are dropped
+    stops_itself: bool = False  # it reported its done result and stops on its own
     reuse_attempt: bool = False  # the hosted trial was given a live Trainable
     idle_key: str | None = None  # idle, keeping a Trainable of this key for reuse
     retiring: bool = False  # expected to exit: its death is not an event

@@ -47,6 +47,7 @@ from fasttune.executors.worker_loop import (
     Command,
     warn_reset_once,
 )
+from fasttune.result import DONE
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ class LocalExecutor(Executor):
         worker.reuse_attempt = worker.idle_key is not None
         worker.idle_key = None
         worker.launch = launch
-        worker.started = worker.stopping = False
+        worker.started = worker.stopping = worker.stops_itself = False
         if launch.trainable_key in worker.keys:
             launch = replace(launch, trainable_blob=b"")
         else:
@@ -133,7 +134,8 @@ class LocalExecutor(Executor):
         worker = self._trials.get(trial_id)
         if worker is not None and not worker.stopping:
             worker.stopping = True
-            self._send(worker, (STOP, None))
+            if not worker.stops_itself:  # else its TrialStopped is already on its way
+                self._send(worker, (STOP, None))
 
     def kill_trial(self, trial_id: str) -> None:
         worker = self._trials.pop(trial_id, None)
@@ -216,6 +218,8 @@ class LocalExecutor(Executor):
         if isinstance(event, TrialResults):
             if worker.stopping:
                 return
+            if launch.stop_when_done and event.results and event.results[-1].get(DONE):
+                worker.stops_itself = True
         elif isinstance(event, TrialStarted):
             worker.started = True
             if worker.reuse_attempt and not event.reused:
