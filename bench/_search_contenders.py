@@ -440,6 +440,99 @@ def _zoopt_direct(problem: Problem, seed: int, n: int, objective: Callable) -> t
     return _best(values, problem.mode), overhead
 
 
+# ---------------------------------------------------------------------- ax
+
+
+def _ax_build(problem: Problem, seed: int) -> Setup:
+    if not problem.continuous:
+        raise NotAvailable("AxSearch takes no conditional spaces")
+    AxSearch = _import("fasttune.search.ax", "AxSearch")
+    _quiet_ax()
+    searcher = AxSearch(metric=problem.metric, mode=problem.mode, random_seed=seed)
+    return Setup(searcher, problem.param_space())
+
+
+def _quiet_ax() -> None:
+    """Ax sets INFO on each of its loggers (not just ``ax``), whatever ``verbose_logging``."""
+    import ax.service.ax_client  # noqa: F401  (creates its loggers)
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.split(".")[0] in ("ax", "botorch", "gpytorch"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"(ax|botorch|gpytorch|linear_operator)(\.|$)")
+
+
+def _ax_direct(problem: Problem, seed: int, n: int, objective: Callable) -> tuple[float, float]:
+    if problem.bounds is None:
+        raise NotAvailable("Ax takes no conditional spaces here")
+    AxClient = _import("ax.service.ax_client", "AxClient")
+    ObjectiveProperties = _import("ax.service.ax_client", "ObjectiveProperties")
+    _quiet_ax()
+
+    def run(f: _Clock) -> None:
+        # AxClient's default generation strategy (Sobol points, then BoTorch), as AxSearch's
+        client = AxClient(random_seed=seed, verbose_logging=False)
+        client.create_experiment(
+            parameters=[
+                {"name": k, "type": "range", "bounds": [lo, hi], "value_type": "float"}
+                for k, (lo, hi) in problem.bounds.items()
+            ],
+            objectives={problem.metric: ObjectiveProperties(minimize=problem.mode == "min")},
+        )
+        for _ in range(n):
+            parameters, index = client.get_next_trial()
+            value = f(parameters)
+            client.complete_trial(trial_index=index, raw_data={problem.metric: (value, None)})
+
+    values, overhead = _timed(run, objective, n)
+    return _best(values, problem.mode), overhead
+
+
+# ---------------------------------------------------------------------- hebo
+
+
+def _hebo_build(problem: Problem, seed: int) -> Setup:
+    if not problem.continuous:
+        raise NotAvailable("HEBOSearch takes no conditional spaces")
+    HEBOSearch = _import("fasttune.search.hebo", "HEBOSearch")
+    # Batches of one, as below (in the Tuner the ConcurrencyLimiter sets the batch size)
+    searcher = HEBOSearch(
+        metric=problem.metric, mode=problem.mode, random_state_seed=seed, max_concurrent=1
+    )
+    return Setup(searcher, problem.param_space())
+
+
+def _hebo_direct(problem: Problem, seed: int, n: int, objective: Callable) -> tuple[float, float]:
+    if problem.bounds is None:
+        raise NotAvailable("HEBO takes no conditional spaces here")
+    HEBO = _import("hebo.optimizers.hebo", "HEBO")
+    DesignSpace = _import("hebo.design_space.design_space", "DesignSpace")
+    import torch
+
+    sign = _sign(problem)
+
+    def run(f: _Clock) -> None:
+        # HEBOSearch's seeding: numpy's and torch's generators, and the Sobol scramble
+        np.random.seed(seed)
+        torch.manual_seed(seed)
+        space = DesignSpace().parse(
+            [
+                {"name": k, "type": "num", "lb": lo, "ub": hi}
+                for k, (lo, hi) in problem.bounds.items()
+            ]
+        )
+        optimizer = HEBO(space, scramble_seed=seed)
+        for _ in range(n):
+            suggestion = optimizer.suggest(n_suggestions=1)
+            config = {k: float(v) for k, v in suggestion.iloc[0].items()}
+            optimizer.observe(suggestion, np.array([[sign * f(config)]]))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values, overhead = _timed(run, objective, n)
+    return _best(values, problem.mode), overhead
+
+
 CONTENDERS = [
     Contender("random", _random_build, _random_direct),
     Contender("optuna", _optuna_build, _optuna_direct),
@@ -448,4 +541,6 @@ CONTENDERS = [
     Contender("nevergrad", _nevergrad_build, _nevergrad_direct),
     Contender("bohb", _bohb_build, _bohb_direct),
     Contender("zoopt", _zoopt_build, _zoopt_direct),
+    Contender("ax", _ax_build, _ax_direct),
+    Contender("hebo", _hebo_build, _hebo_direct),
 ]

@@ -11,7 +11,8 @@ script prints one line:
 - **direct**: the same library driven by hand on the same space, budget and seeds
   (``study.ask/tell``, ``hyperopt.fmin``, ``BayesianOptimization.maximize``,
   nevergrad ``ask/tell``, hpbandster's BOHB config generator, ZOOpt's
-  ``SRacosTune.suggest/complete``);
+  ``SRacosTune.suggest/complete``, Ax's ``AxClient.get_next_trial/complete_trial``,
+  ``HEBO.suggest/observe``);
 - **overhead**: milliseconds per trial spent in fasttune's searcher (``suggest``,
   ``on_trial_result`` and ``on_trial_complete``, called in-process without the
   runner) next to the library's own (its loop's wall time minus the objective's),
@@ -20,6 +21,8 @@ script prints one line:
 A searcher whose module or library is missing prints ``not available: <reason>``.
 The driver's linear algebra runs on one thread (threadpoolctl, if installed): on a
 2-core machine BayesOpt's threaded Gaussian-process fits otherwise swing 3x in time.
+``--budget`` and ``--seeds`` override every problem's N and number of seeds (Ax's and
+HEBO's model fits take seconds per trial on two cores).
 Run: ``.venv/bin/python bench/bench_search.py [--quick] [--markdown docs/SEARCH_QUALITY.md]``.
 """
 
@@ -135,12 +138,12 @@ def _summary(values: list[float]) -> str:
     return f"{statistics.median(values):.4g} [{min(values):.4g}, {max(values):.4g}]"
 
 
-def measure(
-    problem: Problem, contender: Contender, quick: bool, concurrency: int, storage: str
-) -> dict[str, Any]:
+def measure(problem: Problem, contender: Contender, args: Any, storage: str) -> dict[str, Any]:
     """Run one (problem, searcher) pair; a dict of figures, or ``{"skip": reason}``."""
-    mode_index = 1 if quick else 0
-    n, num_seeds = problem.budget[mode_index], problem.seeds[mode_index]
+    mode_index = 1 if args.quick else 0
+    n = args.budget or problem.budget[mode_index]
+    num_seeds = args.seeds or problem.seeds[mode_index]
+    concurrency = args.concurrency
     objective = functools.partial(problem.objective, **problem.options[mode_index])
     seeds = list(range(num_seeds))
     started = time.perf_counter()
@@ -186,13 +189,21 @@ def _markers(quick: bool) -> tuple[str, str]:
     return MARKERS[0].format(mode), MARKERS[1].format(mode)
 
 
+def _flags(args: Any) -> str:
+    """The command line's options that shape the table (not ``--markdown``)."""
+    flags = " --quick" if args.quick else ""
+    for name in ("problems", "searchers", "budget", "seeds"):
+        if getattr(args, name):
+            flags += f" --{name} {getattr(args, name)}"
+    return flags + (f" --concurrency {args.concurrency}" if args.concurrency != 1 else "")
+
+
 def markdown(rows: list[tuple[Problem, Contender, dict[str, Any]]], args: Any, wall: float) -> str:
     begin, end = _markers(args.quick)
     out = [
         begin,
         "",
-        f"`bench/bench_search.py{' --quick' if args.quick else ''}"
-        f"{f' --concurrency {args.concurrency}' if args.concurrency != 1 else ''}` "
+        f"`bench/bench_search.py{_flags(args)}` "
         f"({time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, "
         f"Python {sys.version.split()[0]}, {wall:.0f} s in all).",
         "",
@@ -243,6 +254,8 @@ def main() -> None:
     parser.add_argument("--problems", default="", help="comma-separated problem names")
     parser.add_argument("--searchers", default="", help="comma-separated searcher names")
     parser.add_argument("--concurrency", type=int, default=1, help="live trials per searcher")
+    parser.add_argument("--budget", type=int, default=0, help="trials per run (N) for all problems")
+    parser.add_argument("--seeds", type=int, default=0, help="seeds per searcher for all problems")
     parser.add_argument("--markdown", default="", help="write the table into this file")
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -257,7 +270,7 @@ def main() -> None:
     with _one_blas_thread(), tempfile.TemporaryDirectory(prefix="fasttune-search-") as storage:
         for problem in problems:
             for contender in contenders:
-                figures = measure(problem, contender, args.quick, args.concurrency, storage)
+                figures = measure(problem, contender, args, storage)
                 rows.append((problem, contender, figures))
                 print(line(problem, contender, figures), flush=True)
     wall = time.perf_counter() - started
