@@ -86,6 +86,8 @@ class TuneController:
         )
         self._num_created = len(self.trials)
         self._stop_all = False
+        # Callbacks told of trials that end (a restore tells them what a crash hid).
+        self._ending_listeners = bool(spec.callbacks.listeners("on_trial_complete"))
         self._sigint = GracefulInterrupt()
         self._raise: BaseException | None = None
         self._start_time = spec.clock()
@@ -339,7 +341,11 @@ class TuneController:
         self._callback("on_checkpoint", trial, checkpoint=manager.latest_checkpoint)
 
     def _on_stopped(self, trial: Trial) -> None:
-        status = self.lifecycle.stopped(trial, interrupted=bool(self._interrupted))
+        status = self.lifecycle.stopped(
+            trial,
+            interrupted=bool(self._interrupted),
+            nothing_to_tell=not self._ending_listeners,
+        )
         if status is TrialStatus.TERMINATED:
             self._completed(trial)
 

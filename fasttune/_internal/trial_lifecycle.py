@@ -186,6 +186,7 @@ class TrialLifecycle:
         if launch.restore_path:
             self._restoring.add(trial.trial_id)
         self._launched.add(trial.trial_id)
+        trial.ending_told = False  # a trial run again ends again
         self._set_status(trial, RUNNING)
 
     def started(self, trial: Trial) -> bool:
@@ -220,8 +221,13 @@ class TrialLifecycle:
             self._executor.save_trial(trial_id)
         self._executor.stop_trial(trial_id)
 
-    def stopped(self, trial: Trial, *, interrupted: bool) -> TrialStatus:
+    def stopped(
+        self, trial: Trial, *, interrupted: bool, nothing_to_tell: bool = False
+    ) -> TrialStatus:
         """The executor stopped ``trial``: release it and apply its stop intent.
+
+        With ``nothing_to_tell`` (no callback listens to endings) a trial that ends is
+        journaled as told at once, one record instead of two (see :meth:`told`).
 
         Returns:
             The trial's status now. With ``interrupted`` (and no pause intent) it stays
@@ -237,8 +243,11 @@ class TrialLifecycle:
         if change is not None:
             self._change(trial, change)
             self._set_status(trial, PENDING)
+        elif intent is StopIntent.PAUSE:
+            self._set_status(trial, PAUSED)
         else:
-            self._set_status(trial, PAUSED if intent is StopIntent.PAUSE else TERMINATED)
+            trial.ending_told = nothing_to_tell
+            self._set_status(trial, TERMINATED)
         return trial.status
 
     def failed(self, trial: Trial) -> StopIntent | None:
@@ -259,6 +268,8 @@ class TrialLifecycle:
     def told(self, trial: Trial) -> None:
         """The callbacks were told that ``trial`` ended: journal it, so that a restore
         tells them only about endings they may have missed (at least once)."""
+        if trial.ending_told:
+            return  # journaled as told when it ended (nothing to tell)
         trial.ending_told = True
         self._state.record_trial(trial)
 
