@@ -633,20 +633,27 @@ def test_pbt_state_survives_tuner_restore(run_config, two_cpus, tmp_path):
 
 def count_with_every_second_checkpoint(config):
     """Counts its iterations in a checkpoint taken every second one (to 9)."""
-    counter = 0
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as d, open(os.path.join(d, "counter")) as f:
-            counter = int(f.read())
+    counter = _restored_counter()
     while counter < 9:
         counter += 1
-        checkpoint = None
-        if counter % 2 == 0:
-            directory = tempfile.mkdtemp()
-            with open(os.path.join(directory, "counter"), "w") as f:
-                f.write(str(counter))
-            checkpoint = tune.Checkpoint.from_directory(directory)
+        checkpoint = _counter_checkpoint(counter) if counter % 2 == 0 else None
         tune.report({"score": counter + config["lr"], "counter": counter}, checkpoint=checkpoint)
+
+
+def _restored_counter() -> int:
+    """The count in the trial's checkpoint (0 without one)."""
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is None:
+        return 0
+    with checkpoint.as_directory() as d, open(os.path.join(d, "counter")) as f:
+        return int(f.read())
+
+
+def _counter_checkpoint(counter: int) -> tune.Checkpoint:
+    directory = tempfile.mkdtemp()
+    with open(os.path.join(directory, "counter"), "w") as f:
+        f.write(str(counter))
+    return tune.Checkpoint.from_directory(directory)
 
 
 @pytest.mark.parametrize("quantile_fraction", [0.0, 0.25], ids=["pauses", "exploits"])
@@ -696,22 +703,13 @@ def count_in_two_seconds(config):
     """Counts to 10 with a checkpoint every second iteration, logging each iteration it
     starts; its results carry the timestamps of a fast run: 1-5 in one second, 6-10 in
     the next (a result's timestamp counts whole seconds)."""
-    counter = 0
-    checkpoint = tune.get_checkpoint()
-    if checkpoint is not None:
-        with checkpoint.as_directory() as d, open(os.path.join(d, "counter")) as f:
-            counter = int(f.read())
+    counter = _restored_counter()
     started = os.path.join(config["side_dir"], f"{tune.get_context().get_trial_id()}.log")
     while counter < 10:
         counter += 1
         with open(started, "a") as f:
             f.write(f"{counter}\n")
-        checkpoint = None
-        if counter % 2 == 0:
-            directory = tempfile.mkdtemp()
-            with open(os.path.join(directory, "counter"), "w") as f:
-                f.write(str(counter))
-            checkpoint = tune.Checkpoint.from_directory(directory)
+        checkpoint = _counter_checkpoint(counter) if counter % 2 == 0 else None
         result = {"score": counter + config["lr"], "counter": counter}
         tune.report(dict(result, timestamp=1_000_000 + (counter > 5)), checkpoint=checkpoint)
 
