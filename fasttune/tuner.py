@@ -105,15 +105,14 @@ class Tuner:
         is left for ``fit()`` to report.
         """
         from dataclasses import replace
-        from datetime import datetime
 
-        from fasttune._internal.spec_builder import trainable_name_of
+        from fasttune._internal.spec_builder import default_experiment_name, trainable_name_of
         from fasttune.experiment.trial import new_experiment_hash
         from fasttune.storage.location import experiment_storage
 
         trainable_name = trainable_name_of(self._trainable_cls)
         if self._run_config.name is None:  # named once: fit() uses the same folder
-            name = f"{trainable_name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"
+            name = default_experiment_name(trainable_name)
             self._run_config = replace(self._run_config, name=name)
         run_config = self._run_config
         try:

@@ -41,6 +41,11 @@ def trainable_name_of(trainable_cls: Any) -> str:
     return getattr(trainable_cls, "_name", None) or trainable_cls.__name__
 
 
+def default_experiment_name(trainable_name: str) -> str:
+    """An unnamed experiment's name: the trainable's and the time (as Ray Tune names it)."""
+    return f"{trainable_name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"
+
+
 def experiment_location(
     run_config: RunConfig, trainable_name: str, *, restoring: bool = False, executor: Any = None
 ) -> ExperimentStorage:
@@ -57,7 +62,7 @@ def experiment_location(
             restoring) already holds an experiment of that name.
         MissingDependencyError: The URL's filesystem package is not installed.
     """
-    name = run_config.name or f"{trainable_name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"
+    name = run_config.name or default_experiment_name(trainable_name)
     storage = experiment_storage(run_config.storage_path, run_config.storage_filesystem, name)
     if storage.is_remote:
         # A live driver elsewhere runs it: say so (not "already holds an experiment").
