@@ -75,7 +75,7 @@ def warm_up() -> None:
     logger into a temporary directory, so that lazy imports (the TensorBoard CRC,
     the launch's resource classes...) and first-call set-up (time zone, greenlets)
     are paid once instead of in every new worker: with ``reuse_actors=False`` they
-    were half of a short trial's cost.
+    were about a third of a new worker's CPU (measured on 500 short trials).
     """
     import shutil
     import tempfile
