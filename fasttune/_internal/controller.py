@@ -358,15 +358,16 @@ class TuneController:
         """
         if event.during == "write":
             raise exception_of(event.exception, event.error)
-        intent = self.lifecycle.failed(trial)
+        intent, change = self.lifecycle.failed(trial)
         record_failure(trial, event)
         if self._interrupted:
             self.state.record_trial(trial)
             return
-        action = failure_action(trial, self.spec.failure_config.fail_fast, intent is not None)
+        was_ending = intent is not None and intent is not StopIntent.PAUSE
+        action = failure_action(trial, self.spec.failure_config.fail_fast, was_ending)
         if action is FailureAction.RETRY:
             prepare_retry(trial)
-            self.lifecycle.retry(trial)
+            self.lifecycle.retry(trial, intent, change)
             self._callback("on_trial_recover", trial)
             return
         if action is not FailureAction.ERROR:

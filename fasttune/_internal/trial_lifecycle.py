@@ -18,7 +18,8 @@ RUNNING *   :meth:`stopped`       intent      resources released; journal (a cha
                                               waiting for the pause makes it PENDING)
 RUNNING     :meth:`failed`        RUNNING     resources released (the failure policy
                                               then calls :meth:`retry` or :meth:`error`)
-RUNNING     :meth:`retry`         PENDING     journal
+RUNNING     :meth:`retry`         PENDING     journal (one that failed while pausing:
+                                              PAUSED, or its change applied and PENDING)
 RUNNING     :meth:`error`         ERROR       journal
 PENDING,    :meth:`end_waiting`   TERMINATED  journal
 PAUSED
@@ -250,16 +251,30 @@ class TrialLifecycle:
             self._set_status(trial, TERMINATED)
         return trial.status
 
-    def failed(self, trial: Trial) -> StopIntent | None:
-        """The trial's worker failed: release it; returns the stop intent it had."""
+    def failed(self, trial: Trial) -> tuple[StopIntent | None, Change | None]:
+        """The trial's worker failed: release it; returns the stop intent it had and the
+        change it was to get once paused (pass both to :meth:`retry`)."""
         intent = self._stopping.pop(trial.trial_id, None)
-        self._after_pause.pop(trial.trial_id, None)
+        change = self._after_pause.pop(trial.trial_id, None)
         self._release(trial)
-        return intent
+        return intent, change
 
-    def retry(self, trial: Trial) -> None:
-        """A failed trial waits to run again (from ``trial.restore_path`` if set)."""
-        self._set_status(trial, PENDING)
+    def retry(
+        self, trial: Trial, intent: StopIntent | None = None, change: Change | None = None
+    ) -> None:
+        """A failed trial waits to run again (from ``trial.restore_path`` if set).
+
+        One that failed while being paused ends up as the pause would have left it:
+        PAUSED, or with its ``change`` applied and PENDING (a scheduler that paused it
+        still decides when it goes on).
+        """
+        if change is not None:
+            self._change(trial, change)
+            self._set_status(trial, PENDING)
+        elif intent is StopIntent.PAUSE:
+            self._set_status(trial, PAUSED)
+        else:
+            self._set_status(trial, PENDING)
 
     def error(self, trial: Trial) -> None:
         """A failed trial ends in ERROR."""

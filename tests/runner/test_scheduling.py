@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+
+import pytest
 
 import fasttune as tune
 from fasttune.schedulers import FIFOScheduler, TrialScheduler
@@ -59,6 +62,62 @@ def test_pause_then_resume_from_checkpoint(run_config):
         ns = [n for tid, n, _ in scheduler.decisions if tid == result.metrics["trial_id"]]
         assert ns == [1, 2, 3, 4, 5]
         assert os.path.isdir(os.path.join(result.path, "checkpoint_000002"))
+
+
+def _killed_once(marker_dir: str, name: str) -> None:
+    """SIGKILL this worker the first time ``name`` comes here (a marker file remembers)."""
+    marker = os.path.join(marker_dir, name)
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class DiesInItsFirstPause(Counter):
+    def save_checkpoint(self, checkpoint_dir):
+        _killed_once(self.config["marker_dir"], self.trial_id)
+        return super().save_checkpoint(checkpoint_dir)
+
+
+class PauseOnceAtTwoNotingStarts(PauseOnceAtTwo):
+    def __init__(self):
+        super().__init__()
+        self.chosen: list[tuple[str, str]] = []  # (trial id, status it was started from)
+
+    def choose_trial_to_run(self, tune_controller):
+        trial = super().choose_trial_to_run(tune_controller)
+        if trial is not None:
+            self.chosen.append((trial.trial_id, str(trial.status)))
+        return trial
+
+
+@pytest.mark.parametrize("max_failures", [1, 0])
+def test_a_worker_killed_while_pausing_is_retried_as_paused(run_config, tmp_path, max_failures):
+    """A retry leaves the trial as the pause would have (PAUSED, from its latest
+    checkpoint: none here), so the scheduler that paused it decides when it goes on;
+    without retries left it errors."""
+    scheduler = PauseOnceAtTwoNotingStarts()
+    grid = tune.Tuner(
+        DiesInItsFirstPause,
+        param_space={"marker_dir": str(tmp_path)},
+        tune_config=tune.TuneConfig(num_samples=2, scheduler=scheduler),
+        run_config=run_config(failure_config=tune.FailureConfig(max_failures=max_failures)),
+    ).fit()
+    if not max_failures:
+        assert grid.num_errors == 2
+        return
+    assert grid.num_errors == 0 and grid.num_terminated == 2
+    for result in grid:
+        trial_id = result.metrics["trial_id"]
+        assert [status for tid, status in scheduler.chosen if tid == trial_id] == [
+            "PENDING",
+            "PAUSED",
+        ]
+        # Killed in the pause's save at n == 2: no checkpoint, so from scratch.
+        ns = [n for tid, n, _ in scheduler.decisions if tid == trial_id]
+        assert ns == [1, 2, 1, 2, 3, 4, 5]
+        lines = [json.loads(line) for line in open(os.path.join(result.path, "result.json"))]
+        assert [line["n"] for line in lines] == [1, 2, 3, 4, 5, 6]
+        assert "Failure # 1" in open(os.path.join(result.path, "error.txt")).read()
 
 
 class StopBelow(FIFOScheduler):
@@ -140,6 +199,33 @@ def test_exploit_restarts_from_another_trials_checkpoint(run_config):
     assert [line["x"] for line in lines] == [2, 2, 2, 10]
     assert [line["n"] for line in lines] == [1, 2, 3, 7]
     assert exploited.metrics["experiment_tag"] == "exploited"
+
+
+class DiesWhenExploited(Tracking):
+    def cleanup(self):
+        if self.config["x"] == 2 and self.n == 3:  # stopped by the exploit's pause
+            _killed_once(self.config["marker_dir"], "exploited")
+
+
+def test_a_worker_killed_while_paused_for_an_exploit_still_gets_it(run_config, tmp_path):
+    scheduler = ExploitOnce()
+    grid = tune.Tuner(
+        DiesWhenExploited,
+        param_space={"x": tune.grid_search([1, 2]), "marker_dir": str(tmp_path)},
+        tune_config=tune.TuneConfig(
+            scheduler=scheduler, max_concurrent_trials=1, reuse_actors=False
+        ),
+        run_config=run_config(
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1),
+            failure_config=tune.FailureConfig(max_failures=1),
+        ),
+    ).fit()
+    assert scheduler.done and grid.num_errors == 0
+    assert os.path.exists(os.path.join(tmp_path, "exploited"))  # it was killed
+    exploited = next(r for r in grid if r.config["x"] == 10)
+    lines = [json.loads(line) for line in open(os.path.join(exploited.path, "result.json"))]
+    assert [line["x"] for line in lines] == [2, 2, 2, 10]
+    assert [line["n"] for line in lines] == [1, 2, 3, 7]
 
 
 class MoreCpus(FIFOScheduler):
