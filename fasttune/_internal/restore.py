@@ -184,7 +184,7 @@ def _read_result_lines(trial_dir: str | None) -> Iterator[dict[str, Any]]:
 
 
 def _config_lost(trial: Trial) -> None:
-    """A trial whose config is gone (a damaged configs log, no params.pkl) cannot run:
+    """A trial whose config is gone (a damaged configs log, no usable params.pkl) cannot run:
     it ends in ERROR with the reason, rather than run with an empty config."""
     from fasttune._internal.failure import write_error_files
 
@@ -192,7 +192,7 @@ def _config_lost(trial: Trial) -> None:
     trial.restore_path = None
     trial.error_msg = (
         "its config was lost (trial_configs.pkl is damaged and the trial has no "
-        "params.pkl), so it cannot run; run its search again for a new sample"
+        "usable params.pkl), so it cannot run; run its search again for a new sample"
     )
     trial.num_failures += 1
     trial.error_file = write_error_files(

@@ -3,23 +3,58 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
 import cloudpickle
 
 from fasttune._internal.checkpoint_manager import CheckpointManager
+from fasttune._support.encoding import encode_config
 from fasttune.experiment.trial import Trial, TrialStatus
-from fasttune.result import EXPR_PARAM_PICKLE_FILE
+from fasttune.result import EXPR_PARAM_FILE, EXPR_PARAM_PICKLE_FILE
+
+logger = logging.getLogger(__name__)
 
 
 def load_trial_config(trial_dir: str) -> dict[str, Any]:
-    """The config pickled in a trial directory's ``params.pkl`` ({} if missing)."""
+    """The config pickled in a trial directory's ``params.pkl``; {} (the config is lost)
+    when it is missing, does not unpickle, or differs from ``params.json``.
+
+    ``params.pkl`` stays a plain pickle, as Ray writes it and as Ray's tools read it, so
+    it has no checksum of its own: a changed byte could unpickle into another value.
+    ``params.json``, written beside it from the same config, is the check.
+    """
     path = os.path.join(trial_dir, EXPR_PARAM_PICKLE_FILE)
-    if not os.path.exists(path):
+    try:
+        with open(path, "rb") as f:
+            config = cloudpickle.load(f)
+    except FileNotFoundError:
         return {}
-    with open(path, "rb") as f:
-        return cloudpickle.load(f)
+    except Exception as exc:
+        logger.warning("%s is damaged (%s); the trial's config is lost.", path, exc)
+        return {}
+    if not isinstance(config, dict) or not _same_as_params_json(trial_dir, config):
+        logger.warning(
+            "%s and %s beside it hold different configs: one of them is damaged, so the "
+            "trial's config is lost.",
+            path,
+            EXPR_PARAM_FILE,
+        )
+        return {}
+    return config
+
+
+def _same_as_params_json(trial_dir: str, config: dict[str, Any]) -> bool:
+    """Whether ``config`` is what ``params.json`` holds (True when there is none)."""
+    try:
+        with open(os.path.join(trial_dir, EXPR_PARAM_FILE), encoding="utf-8") as f:
+            written = json.load(f)
+    except FileNotFoundError:
+        return True
+    except ValueError:  # a damaged params.json: the pickle is all there is
+        return True
+    return bool(written == json.loads(encode_config(config)))
 
 
 def trial_from_state(

@@ -255,6 +255,41 @@ def test_a_lost_config_ends_its_never_started_trials_in_error_not_with_empty_con
     assert len(finished) >= len(started)  # every trial that had started kept its config
 
 
+def test_a_changed_params_pkl_is_not_run_with_its_other_config(copy, caplog):
+    """Without the configs log a started trial's config comes from its params.pkl, a
+    plain pickle as Ray's: one whose value was changed (and still unpickles) disagrees
+    with params.json, so the trial ends in ERROR instead of running with the wrong x."""
+    import json
+    import pickle
+    import struct
+
+    os.remove(os.path.join(copy, "trial_configs.pkl"))
+    unfinished = []
+    for name in sorted(os.listdir(copy)):
+        folder = os.path.join(copy, name)
+        results = os.path.join(folder, "result.json")
+        if os.path.isfile(results) and os.path.isfile(os.path.join(folder, "params.pkl")):
+            lines = open(results).read().splitlines()
+            if lines and json.loads(lines[-1])["training_iteration"] < 8:
+                unfinished.append(folder)
+    assert unfinished, "the crashed run left no started, unfinished trial"
+    target = os.path.join(unfinished[0], "params.pkl")
+    data = open(target, "rb").read()
+    x = pickle.loads(data)["x"]
+    packed = struct.pack(">d", x)
+    assert data.count(packed) == 1
+    changed = struct.pack(">d", x + 0.25)
+    open(target, "wb").write(data.replace(packed, changed))
+    assert pickle.loads(open(target, "rb").read())["x"] == x + 0.25  # still a pickle
+    with caplog.at_level(logging.WARNING):
+        grid = _restore(copy)
+    assert "hold different configs" in caplog.text and target in caplog.text
+    assert all(r.config.get("x") != x + 0.25 for r in grid)
+    errored = [r for r in grid if r.error is not None]
+    assert any(r.path == unfinished[0] for r in errored)
+    assert all("config was lost" in str(r.error) for r in errored)
+
+
 def test_a_lost_tuner_file_says_what_is_intact(copy):
     os.remove(os.path.join(copy, "tuner.pkl"))
     with pytest.raises(ValueError, match=r"tuner\.pkl .* is missing.*ExperimentAnalysis"):
