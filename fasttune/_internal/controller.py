@@ -29,6 +29,7 @@ from fasttune._internal.failure import (
     failure_action,
     prepare_retry,
     record_failure,
+    short_error,
 )
 from fasttune._internal.interrupts import GracefulInterrupt
 from fasttune._internal.launcher import make_launch, resume_point
@@ -309,6 +310,7 @@ class TuneController:
         return decision, acked
 
     def _on_saved(self, trial: Trial, checkpoint_path: str) -> None:
+        self.lifecycle.saved(trial)
         intent = self.lifecycle.stop_intent(trial)
         if intent is StopIntent.INTERRUPT:
             return  # interrupted: its later results were dropped, so is this checkpoint
@@ -358,13 +360,23 @@ class TuneController:
         """
         if event.during == "write":
             raise exception_of(event.exception, event.error)
+        if self.lifecycle.ends_whole(trial):
+            # Its last result is in and nothing was left to save: it ends as it was
+            # going to (as on Ray, where a trial is TERMINATED before its actor stops).
+            logger.warning(
+                "Trial %s failed while being stopped after its last result (%s); it "
+                "ends TERMINATED, as nothing of it was lost.",
+                trial,
+                short_error(event.error),
+            )
+            self._on_stopped(trial)
+            return
         intent, change = self.lifecycle.failed(trial)
         record_failure(trial, event)
         if self._interrupted:
             self.state.record_trial(trial)
             return
-        was_ending = intent is not None and intent is not StopIntent.PAUSE
-        action = failure_action(trial, self.spec.failure_config.fail_fast, was_ending)
+        action = failure_action(trial, self.spec.failure_config.fail_fast)
         if action is FailureAction.RETRY:
             prepare_retry(trial)
             self.lifecycle.retry(trial, intent, change)

@@ -51,17 +51,17 @@ class FailureAction(enum.Enum):
     RAISE = "raise"  # fail_fast="raise": as STOP_EXPERIMENT, then fit() re-raises
 
 
-def failure_action(trial: Any, fail_fast: bool | str, was_ending: bool) -> FailureAction:
+def failure_action(trial: Any, fail_fast: bool | str) -> FailureAction:
     """Apply ``FailureConfig`` to a trial whose ``num_failures`` was just counted.
 
-    A trial that failed while being stopped for good (``was_ending``) is not retried;
-    one that failed while being paused is, as a failure at any other moment.
+    A trial that failed while being paused, or while being stopped before its last
+    save was made, is retried as a failure at any other moment would be.
     """
     if fail_fast == "raise":
         return FailureAction.RAISE
     if fail_fast:
         return FailureAction.STOP_EXPERIMENT
-    if trial.should_recover() and not was_ending:
+    if trial.should_recover():
         return FailureAction.RETRY
     return FailureAction.ERROR
 

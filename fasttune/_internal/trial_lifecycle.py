@@ -123,6 +123,7 @@ class TrialLifecycle:
         self._restoring: set[str] = set()  # launched from a checkpoint, not started yet
         self._stopping: dict[str, StopIntent] = {}
         self._after_pause: dict[str, Change] = {}
+        self._saving: set[str] = set()  # being stopped after a save not confirmed yet
         # The config last written to the configs log, per trial (PBT replaces configs).
         self._recorded_configs: dict[str, Any] = {}
 
@@ -145,6 +146,12 @@ class TrialLifecycle:
     def stop_intent(self, trial: Trial) -> StopIntent | None:
         """The stop intent of a trial being stopped, None otherwise."""
         return self._stopping.get(trial.trial_id)
+
+    def ends_whole(self, trial: Trial) -> bool:
+        """Whether ``trial`` is being stopped for good with nothing left to save: all it
+        was to give is in, so a failure now loses nothing."""
+        trial_id = trial.trial_id
+        return self._stopping.get(trial_id) is StopIntent.TERMINATE and trial_id not in self._saving
 
     def accepts_results(self, trial: Trial) -> bool:
         """Whether results of ``trial`` still count (it runs and is not being stopped)."""
@@ -219,8 +226,13 @@ class TrialLifecycle:
         if after_pause is not None:
             self._after_pause[trial_id] = after_pause
         if save:
+            self._saving.add(trial_id)
             self._executor.save_trial(trial_id)
         self._executor.stop_trial(trial_id)
+
+    def saved(self, trial: Trial) -> None:
+        """The executor confirmed a save (of a trial being stopped, or on request)."""
+        self._saving.discard(trial.trial_id)
 
     def stopped(
         self, trial: Trial, *, interrupted: bool, nothing_to_tell: bool = False
@@ -336,6 +348,7 @@ class TrialLifecycle:
 
     def _release(self, trial: Trial) -> None:
         self._launched.discard(trial.trial_id)
+        self._saving.discard(trial.trial_id)
         self._restoring.discard(trial.trial_id)
         self._resources.release(trial.trial_id)
 

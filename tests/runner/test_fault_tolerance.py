@@ -180,3 +180,74 @@ def test_restore_retries_as_tune_restore_retry_num_says(
     else:
         assert attempts == 2  # then no restore: it ran again from step 1
         assert grid[0].metrics["iterations_since_restore"] == 5
+
+
+class _DiesAsItEnds(tune.Trainable):
+    """Three steps; its process is SIGKILLed once, in ``cleanup()`` (the trial is being
+    stopped after its last result) or, with ``in_save``, in the save made at the end."""
+
+    def setup(self, config):
+        self.n = 0
+
+    def step(self):
+        self.n += 1
+        return {"n": self.n, "done": self.n >= 3}
+
+    def save_checkpoint(self, checkpoint_dir):
+        if self.config["in_save"]:
+            self._killed_once()
+        with open(os.path.join(checkpoint_dir, "n"), "w") as f:
+            f.write(str(self.n))
+
+    def load_checkpoint(self, checkpoint_dir):
+        with open(os.path.join(checkpoint_dir, "n")) as f:
+            self.n = int(f.read())
+
+    def cleanup(self):
+        if not self.config["in_save"] and self.n == 3:
+            self._killed_once()
+
+    def _killed_once(self):
+        marker = os.path.join(self.config["dir"], "killed")
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _run_dies_as_it_ends(run_config, tmp_path, *, in_save, max_failures):
+    grid = tune.Tuner(
+        _DiesAsItEnds,
+        param_space={"dir": str(tmp_path), "in_save": in_save},
+        tune_config=tune.TuneConfig(reuse_actors=False),  # cleanup() runs at each stop
+        run_config=run_config(
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=in_save),
+            failure_config=tune.FailureConfig(max_failures=max_failures),
+        ),
+    ).fit()
+    assert os.path.exists(os.path.join(tmp_path, "killed"))
+    return grid
+
+
+def test_a_worker_dying_as_its_trial_ends_loses_nothing(run_config, tmp_path, caplog):
+    """Its last result is in and nothing was to be saved: TERMINATED, even without
+    retries (it was an ERROR), as on Ray, where the trial ends before its actor stops."""
+    grid = _run_dies_as_it_ends(run_config, tmp_path, in_save=False, max_failures=0)
+    assert grid.num_errors == 0 and grid.num_terminated == 1
+    assert grid[0].metrics["n"] == 3 and grid[0].metrics["training_iteration"] == 3
+    assert "failed while being stopped after its last result" in caplog.text
+
+
+@pytest.mark.parametrize("max_failures", [1, 0])
+def test_a_worker_dying_in_its_final_save_is_retried(run_config, tmp_path, max_failures):
+    """The checkpoint at the end was not made: a failure like any other, retried (from
+    scratch: no earlier checkpoint) while FailureConfig allows."""
+    grid = _run_dies_as_it_ends(run_config, tmp_path, in_save=True, max_failures=max_failures)
+    if not max_failures:
+        assert grid.num_errors == 1
+        return
+    result = grid[0]
+    assert result.error is None and result.metrics["n"] == 3
+    assert result.checkpoint is not None
+    assert open(os.path.join(result.checkpoint.path, "n")).read() == "3"
+    lines = [json.loads(line) for line in open(os.path.join(result.path, "result.json"))]
+    assert [line["n"] for line in lines] == [1, 2, 3]
