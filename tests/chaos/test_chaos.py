@@ -9,10 +9,7 @@ TPE (``--kind optuna``) takes longer and is left to the hand-run campaign.
 PBT (docs/RELIABILITY.md, "Measured"): its decisions are not journaled, so a restore
 replays the results to it, and an exploit decided but not carried out at a kill is
 decided again, maybe otherwise: its trials must end whole (every iteration once, at the
-last), but not necessarily with the uninterrupted run's configs and scores. Only its
-driver is killed: a worker killed while its trial is being paused or stopped (PBT pauses
-every trial at each sync point) ends the trial in ERROR, as the failure policy does not
-retry a trial that fails while being stopped.
+last), but not necessarily with the uninterrupted run's configs and scores.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ def test_killed_drivers_end_as_the_uninterrupted_run(kind, tmp_path):
     expected = reference(kind, str(tmp_path / "reference"))
     assert expected.problems == []
     outcome = run_campaign(
-        kind, kills=4, seed=3, workdir=str(tmp_path / "killed"), child_kills=kind != "pbt"
+        kind, kills=4, seed=3, workdir=str(tmp_path / "killed"), child_kills=True
     )
     assert outcome.problems == []
     assert outcome.finals == expected.finals  # ASHA stopped the same trials at the same rung
