@@ -166,7 +166,12 @@ class TuneController:
 
     # ------------------------------------------------------------------ starting
     def _start_trials(self) -> None:
+        # Trials are created ahead once the free slots are filled: a worker waiting for
+        # its next trial does not wait for the next batch of suggestions.
+        self._launch_trials()
         self._fill_pending()
+
+    def _launch_trials(self) -> None:
         limit = self.spec.max_concurrent_trials
         lifecycle = self.lifecycle
         while limit is None or lifecycle.num_launched < limit:

@@ -59,6 +59,7 @@ from fasttune._internal.state_framing import (
 )
 from fasttune._internal.state_recovery import pending_records, records_from_folders
 from fasttune._support.encoding import encode_result_line
+from fasttune._support.pickling import dumps
 from fasttune.storage.filesystem import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
@@ -221,7 +222,7 @@ class ExperimentStateStore:
         """Append a trial's config (pickled, length-prefixed) to the configs log."""
         if self._configs is None:
             self._open_configs()
-        blob = cloudpickle.dumps((trial_id, config))
+        blob = dumps((trial_id, config))
         self._configs.write(frame_blob(blob) if self._configs_checked else _plain_blob(blob))
 
     def _open_configs(self) -> None:
@@ -247,7 +248,7 @@ class ExperimentStateStore:
     ) -> None:
         """Save the search state, stamped with the trials it produced and the trials
         whose completion it was told (a restore tells it those that finished after)."""
-        blob = cloudpickle.dumps(
+        blob = dumps(
             {
                 "num_trials": num_trials,
                 "completed_bits": completed.to_bytes() if completed is not None else b"",

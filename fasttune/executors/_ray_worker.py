@@ -19,8 +19,8 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from fasttune._support.pickling import dumps
 from fasttune.executors._trial_output import TrialOutput
-from fasttune.executors._worker_process import dumps
 from fasttune.executors.base import Event
 from fasttune.executors.worker_loop import START, Command, TransportClosed, WorkerLoop
 

@@ -8,22 +8,13 @@ import select
 import signal
 from multiprocessing.connection import Connection
 
-import cloudpickle
-
+from fasttune._support.pickling import dumps
 from fasttune.executors.base import Event
 from fasttune.executors.worker_loop import Command, TransportClosed, WorkerLoop
 from fasttune.logger.noop import NoopLogger
 
 TARGET = "fasttune.executors._worker_process:worker_main"
 WARM_UP = "fasttune.executors._worker_process:warm_up"
-
-
-def dumps(obj: object) -> bytes:
-    """Pickle with protocol 5, falling back to cloudpickle (lambdas, local classes)."""
-    try:
-        return pickle.dumps(obj, protocol=5)
-    except Exception:
-        return cloudpickle.dumps(obj, protocol=5)
 
 
 class PipeTransport:

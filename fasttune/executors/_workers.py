@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass, field
 from selectors import BaseSelector
 
+from fasttune._support.pickling import dumps
 from fasttune.executors import _forkserver
-from fasttune.executors._worker_process import dumps
 from fasttune.executors.base import TrialLaunch
 from fasttune.executors.worker_loop import EXIT
 

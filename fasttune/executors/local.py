@@ -24,10 +24,9 @@ import time
 import weakref
 from dataclasses import replace
 
-import cloudpickle
-
+from fasttune._support.pickling import dumps
 from fasttune.executors import _forkserver
-from fasttune.executors._worker_process import TARGET, dumps
+from fasttune.executors._worker_process import TARGET
 from fasttune.executors._workers import Worker, describe_exit, shutdown_workers
 from fasttune.executors.base import (
     Event,
@@ -116,7 +115,7 @@ class LocalExecutor(Executor):
         else:
             worker.keys.add(launch.trainable_key)
         self._trials[launch.trial_id] = worker
-        self._send(worker, (START, launch), cloudpickle.dumps((START, launch), protocol=5))
+        self._send(worker, (START, launch), dumps((START, launch)))
         if self._prestart and self._spare is None:
             self._spare = self._spawn()
 

@@ -37,10 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fasttune._support.pickling import dumps
 from fasttune.executors._ray_connection import RayConnection
 from fasttune.executors._ray_resources import PlacedGroup, RayResourceManager
 from fasttune.executors._ray_worker import RayWorker
-from fasttune.executors._worker_process import dumps
 from fasttune.executors.base import (
     Allocation,
     Event,
