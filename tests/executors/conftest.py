@@ -98,6 +98,9 @@ def ray_cluster():
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RAY_TMPDIR", temp_dir)
         patch.setenv("TMPDIR", temp_dir)  # the cluster's processes make sockets there too
+        # tempfile caches the directory it first finds: forgotten now, and put back on
+        # exit, or later tests would make their temp files in this removed directory
+        patch.setattr(tempfile, "tempdir", None)
         cluster = start_cluster()
         try:
             yield cluster
