@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean browser
+.PHONY: demo test test-without-ray lint bench clean browser
 
 # torch (the CPU wheel in /opt/wheels) is there only for the tests that check the default
 # loggers never import it; pinned in the same resolve as the test extras, so that no package
@@ -39,6 +39,12 @@ browser:
 
 test: $(STAMP) lint browser
 	$(BIN)/python -m pytest -q
+
+# The whole suite as on a machine without Ray (`import ray` fails; Ray's tests skip).
+# Not part of `make test` (it would double CI's time): tests/test_without_ray.py runs a
+# representative part of it there, and collects all of it.
+test-without-ray: $(STAMP) browser
+	FASTTUNE_TEST_WITHOUT_RAY=1 $(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 
 import pytest
+
+if os.environ.get("FASTTUNE_TEST_WITHOUT_RAY") == "1":
+    # `make test-without-ray`: the whole suite as on a machine without Ray, where
+    # `import ray` fails; the tests that need Ray skip themselves.
+    sys.modules["ray"] = None  # type: ignore[assignment]
 
 from tests.experiments import make_hyperband, make_project, running_experiment
 from tests.s3_server import _s3_admin, s3_bucket, s3_server
