@@ -253,12 +253,7 @@ class TrialLifecycle:
             self._state.record_trial(trial)
             return trial.status
         change = self._after_pause.pop(trial.trial_id, None)
-        if change is not None:
-            self._change(trial, change)
-            self._set_status(trial, PENDING)
-        elif intent is StopIntent.PAUSE:
-            self._set_status(trial, PAUSED)
-        else:
+        if not self._paused(trial, intent, change):
             trial.ending_told = nothing_to_tell
             self._set_status(trial, TERMINATED)
         return trial.status
@@ -280,13 +275,20 @@ class TrialLifecycle:
         PAUSED, or with its ``change`` applied and PENDING (a scheduler that paused it
         still decides when it goes on).
         """
+        if not self._paused(trial, intent, change):
+            self._set_status(trial, PENDING)
+
+    def _paused(self, trial: Trial, intent: StopIntent | None, change: Change | None) -> bool:
+        """Leave a trial that was being paused as the pause does: with the change it was
+        paused for applied and PENDING, else PAUSED. False if it was not being paused."""
         if change is not None:
             self._change(trial, change)
             self._set_status(trial, PENDING)
         elif intent is StopIntent.PAUSE:
             self._set_status(trial, PAUSED)
         else:
-            self._set_status(trial, PENDING)
+            return False
+        return True
 
     def error(self, trial: Trial) -> None:
         """A failed trial ends in ERROR."""
