@@ -1,5 +1,6 @@
 """fasttune without Ray: a representative part of the suite in a process where ``ray``
-cannot be imported (as on a machine without it), with the Ray tests skipped there."""
+cannot be imported (as on a machine without it), with the Ray tests skipped there, and
+the whole suite collected there. ``make test-without-ray`` runs all of it that way."""
 
 from __future__ import annotations
 
@@ -32,14 +33,24 @@ sys.exit(code)
 """
 
 
-def test_a_representative_part_of_the_suite_passes_without_ray():
+def _pytest_without_ray(*args: str) -> str:
     proc = subprocess.run(
-        [sys.executable, "-c", RUN_WITHOUT_RAY, *SUBSET],
+        [sys.executable, "-c", RUN_WITHOUT_RAY, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    summary = proc.stdout.strip().splitlines()[-1]
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_a_representative_part_of_the_suite_passes_without_ray():
+    summary = _pytest_without_ray(*SUBSET)
     assert "passed" in summary and "failed" not in summary and "error" not in summary
+
+
+def test_the_whole_suite_and_its_doctests_are_collected_without_ray():
+    """Every module imports without Ray: none of them can fail there before a test runs."""
+    summary = _pytest_without_ray("--collect-only", "--doctest-modules", "tests", "fasttune")
+    assert "collected" in summary and "error" not in summary

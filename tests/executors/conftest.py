@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -16,6 +18,11 @@ import pytest
 from fasttune.executors import Event, Executor, TrialLaunch, TrialResults
 from fasttune.trainable import TrialInfo
 from fasttune.trainable.trial_info import TRIAL_INFO
+
+if sys.modules.get("ray", False) is None or importlib.util.find_spec("ray") is None:
+    # Helpers of the Ray tests that import Ray at the top: the doctest collection
+    # imports every module, and their tests skip without Ray anyway.
+    collect_ignore = ["_ray_driver_script.py", "_ray_support.py"]
 
 
 @pytest.fixture
