@@ -41,6 +41,9 @@ class ControllerView:
         self._waiting_trials = waiting_trials
         self._live_trials = live_trials
         self.requests: list[PluginRequest] = []
+        # True while a restore shows a restored scheduler the results it missed: what it
+        # decides then was decided before the crash, and logged then.
+        self.replaying = False
 
     @property
     def search_alg(self) -> Any:

@@ -101,14 +101,16 @@ def apply_request(host: RequestHost, request: PluginRequest) -> None:
         lifecycle.unpause(trial)
     elif isinstance(request, Exploit):
         sync = getattr(host, "storage_sync", None)
-        lifecycle.restart(trial, _exploit(request, sync), save=False)
+        lifecycle.restart(trial, exploit_change(request, sync), save=False)
     elif isinstance(request, SetResources):
         lifecycle.restart(trial, _new_resources(request.resources), save=True)
     else:
         raise TypeError(f"Unknown plugin request {request!r}")
 
 
-def _exploit(request: Exploit, sync: ExperimentSync | None = None) -> Any:
+def exploit_change(request: Exploit, sync: ExperimentSync | None = None) -> Any:
+    """The change that carries out ``request``: the new config and tag, and the donor's
+    checkpoint copied into the trial's own directory as its newest."""
     path = getattr(request.checkpoint, "path", request.checkpoint)
 
     def change(trial: Trial) -> None:

@@ -146,6 +146,16 @@ def replay_to_scheduler(controller: Any, seen: dict[str, int], num_trials: int) 
         if trial.is_finished():
             events.append((math.inf, 0, position[trial.trial_id], trial, None))
     events.sort(key=lambda event: event[:3])
+    view.replaying = True
+    try:
+        _replay(scheduler, view, events)
+    finally:
+        view.replaying = False
+    _carry_out_lost_exploits(controller, view.take_requests())
+    logger.debug("Replayed %d results and endings to the scheduler after restore", len(events))
+
+
+def _replay(scheduler: Any, view: Any, events: list[Any]) -> None:
     for *_, trial, replayed in events:
         if replayed is not None:
             scheduler.on_trial_result(view, trial, replayed)
@@ -153,8 +163,42 @@ def replay_to_scheduler(controller: Any, seen: dict[str, int], num_trials: int) 
             scheduler.on_trial_error(view, trial)
         else:
             scheduler.on_trial_complete(view, trial, trial.last_result)
-    view.take_requests()
-    logger.debug("Replayed %d results and endings to the scheduler after restore", len(events))
+
+
+def _carry_out_lost_exploits(controller: Any, requests: list[Any]) -> None:
+    """Carry out the exploits the replay decided again that a crash kept from happening.
+
+    An exploit changes its trial once the trial has paused: a driver killed between
+    PBT's decision and that pause loses it, and a synchronous round is never decided
+    live again (its trials resume past it). So an exploit the replay decides is carried
+    out now if nothing moved on since: the trial has not got the config it decides,
+    and the trial resumes from the iteration of the donor's checkpoint it names. Other
+    requests of the replay were carried out before the crash, or are made again as the
+    trials run.
+    """
+    from fasttune._internal.plugin_requests import Exploit, exploit_change
+
+    trials_by_dir = {t.local_path: t for t in controller.trials if t.local_path}
+    for request in requests:
+        if not isinstance(request, Exploit):
+            continue
+        target = request.trial
+        if target.is_finished() or target.config == request.config:
+            continue  # carried out before the crash
+        path = os.path.normpath(os.fspath(getattr(request.checkpoint, "path", request.checkpoint)))
+        donor = trials_by_dir.get(os.path.dirname(path))
+        metrics = donor.checkpoint_manager.metrics_of(os.path.basename(path)) if donor else None
+        point = resume_point(target, target.restore_path)
+        if metrics is None or point is None:
+            continue
+        if point.iteration != int(metrics.get(R.TRAINING_ITERATION) or 0):
+            continue  # the donor's newest checkpoint is not the one decided on
+        logger.info(
+            "Trial %s: carrying out the exploit of %s decided before the crash.", target, donor
+        )
+        controller.lifecycle.restart(
+            target, exploit_change(request, getattr(controller, "storage_sync", None)), save=False
+        )
 
 
 def _replay_until(trial: Trial) -> float:

@@ -487,7 +487,8 @@ class PopulationBasedTraining(FIFOScheduler):
                 "[%s] [Explore] Perturbed the hyperparameter config of trial %s:\n%s",
                 type(self).__name__, trial.trial_id, changes or "No hyperparameters mutated.",
             )  # fmt: skip
-        if self._log_config:
+        if self._log_config and not getattr(view, "replaying", False):
+            # (a decision replayed after a restore was logged when it was first made)
             self._log_config_on_step(state, donor_state, trial, donor, new_config)
         new_tag = make_experiment_tag(state.orig_tag, new_config, self._hyperparam_mutations)
         view.exploit_trial(trial, checkpoint, new_config, new_tag)

@@ -778,3 +778,35 @@ def test_replayed_synch_rounds_stay_at_the_checkpoints(run_config, two_cpus, tmp
         assert [line["training_iteration"] for line in lines] == list(range(1, 11))
         assert all(line["counter"] == line["training_iteration"] for line in lines)
     assert restored.get_state()["next_perturbation_sync"] == 12  # rounds at 8 and 10
+
+
+def test_an_exploit_decided_just_before_a_crash_is_carried_out_after_it(tmp_path):
+    """The driver dies after PBT decided its first exploit and before the trial was
+    paused to carry it out. The restore replays the round to PBT, which decides it
+    again, and carries it out: the run ends as the uninterrupted one (before, the
+    exploited trial went on with its old config and the run ended otherwise)."""
+    import subprocess
+    import sys
+
+    from tests.chaos.campaign import ROOT, check, reference
+
+    expected = reference("pbt", str(tmp_path / "reference"))
+    storage, side = str(tmp_path / "store"), tmp_path / "side"
+    side.mkdir()
+    command = [sys.executable, "-m", "tests.schedulers._pbt_killed_after_exploit"]
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    first = subprocess.run([*command, storage, str(side)], cwd=ROOT, env=env, timeout=300)
+    assert first.returncode == -signal.SIGKILL and (side / "killed").exists()
+    experiment = os.path.join(storage, "chaos")
+    decisions = open(os.path.join(experiment, "pbt_global.txt")).read().splitlines()
+    assert len(decisions) == 1  # killed between the decision and its exploit
+    second = subprocess.run(
+        [*command, storage, str(side)], cwd=ROOT, env=env, timeout=300, capture_output=True
+    )
+    assert second.returncode == 0, second.stderr[-3000:]
+    outcome = check("pbt", experiment, str(side), kills=1)
+    assert outcome.problems == []
+    assert outcome.configs == expected.configs and outcome.scores == expected.scores
+    # The decision replayed after the restore was logged once, when it was made.
+    logged = open(os.path.join(experiment, "pbt_global.txt")).read().splitlines()
+    assert logged[0] == decisions[0] and logged.count(decisions[0]) == 1
