@@ -185,7 +185,10 @@ def _carry_out_lost_exploits(controller: Any, requests: list[Any]) -> None:
         target = request.trial
         if target.is_finished() or target.config == request.config:
             continue  # carried out before the crash
-        path = os.path.normpath(os.fspath(getattr(request.checkpoint, "path", request.checkpoint)))
+        location = getattr(request.checkpoint, "path", request.checkpoint)
+        if location is None:
+            continue  # from scratch: nothing of another trial's to carry over
+        path = os.path.normpath(os.fspath(location))
         donor = trials_by_dir.get(os.path.dirname(path))
         metrics = donor.checkpoint_manager.metrics_of(os.path.basename(path)) if donor else None
         point = resume_point(target, target.restore_path)
