@@ -9,6 +9,7 @@ import signal
 import pytest
 
 import fasttune as tune
+from tests.runner._faults import killed_once
 
 
 def _checkpointing_fn(config):
@@ -195,7 +196,7 @@ class _DiesAsItEnds(tune.Trainable):
 
     def save_checkpoint(self, checkpoint_dir):
         if self.config["in_save"]:
-            self._killed_once()
+            killed_once(self.config["dir"], "killed")
         with open(os.path.join(checkpoint_dir, "n"), "w") as f:
             f.write(str(self.n))
 
@@ -205,13 +206,7 @@ class _DiesAsItEnds(tune.Trainable):
 
     def cleanup(self):
         if not self.config["in_save"] and self.n == 3:
-            self._killed_once()
-
-    def _killed_once(self):
-        marker = os.path.join(self.config["dir"], "killed")
-        if not os.path.exists(marker):
-            open(marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
+            killed_once(self.config["dir"], "killed")
 
 
 def _run_dies_as_it_ends(run_config, tmp_path, *, in_save, max_failures):

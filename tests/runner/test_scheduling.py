@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 
 import pytest
 
 import fasttune as tune
 from fasttune.schedulers import FIFOScheduler, TrialScheduler
+from tests.runner._faults import killed_once
 
 
 class Counter(tune.Trainable):
@@ -64,17 +64,9 @@ def test_pause_then_resume_from_checkpoint(run_config):
         assert os.path.isdir(os.path.join(result.path, "checkpoint_000002"))
 
 
-def _killed_once(marker_dir: str, name: str) -> None:
-    """SIGKILL this worker the first time ``name`` comes here (a marker file remembers)."""
-    marker = os.path.join(marker_dir, name)
-    if not os.path.exists(marker):
-        open(marker, "w").close()
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 class DiesInItsFirstPause(Counter):
     def save_checkpoint(self, checkpoint_dir):
-        _killed_once(self.config["marker_dir"], self.trial_id)
+        killed_once(self.config["marker_dir"], self.trial_id)
         return super().save_checkpoint(checkpoint_dir)
 
 
@@ -204,7 +196,7 @@ def test_exploit_restarts_from_another_trials_checkpoint(run_config):
 class DiesWhenExploited(Tracking):
     def cleanup(self):
         if self.config["x"] == 2 and self.n == 3:  # stopped by the exploit's pause
-            _killed_once(self.config["marker_dir"], "exploited")
+            killed_once(self.config["marker_dir"], "exploited")
 
 
 def test_a_worker_killed_while_paused_for_an_exploit_still_gets_it(run_config, tmp_path):
