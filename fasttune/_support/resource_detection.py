@@ -363,7 +363,16 @@ def detect_total_resources(overrides: Mapping[str, Any] | None = None) -> dict[s
     return total
 
 
-def _detect_gpus() -> list[dict[str, Any]]:
-    from fasttune.utils.gpu import detect_gpus  # runs nvidia-smi or NVML: only when needed
+# The GPUs found, by the PATH they were looked up with (a process's GPUs do not change;
+# nvidia-smi takes 0.05-1 s on a GPU machine, and a run asks for them twice).
+_detected_gpus: dict[str | None, list[dict[str, Any]]] = {}
 
-    return detect_gpus()
+
+def _detect_gpus() -> list[dict[str, Any]]:
+    path = os.environ.get("PATH")
+    found = _detected_gpus.get(path)
+    if found is None:
+        from fasttune.utils.gpu import detect_gpus  # nvidia-smi or NVML: only when needed
+
+        found = _detected_gpus[path] = detect_gpus()
+    return found

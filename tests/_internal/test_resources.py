@@ -102,6 +102,18 @@ def test_gpus_from_nvidia_smi_when_cuda_visible_devices_unset(monkeypatch, tmp_p
     assert detect_gpu_ids(1) == ["0"]
 
 
+def test_gpus_are_looked_up_once_per_process(monkeypatch, tmp_path):
+    # nvidia-smi takes up to a second on a GPU machine; a run needs the GPUs twice.
+    calls = tmp_path / "calls"
+    fake_nvidia_smi(monkeypatch, tmp_path, f"0, {UUID0}, 10, 1000\\n")
+    script = tmp_path / "bin" / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\necho call >> '{calls}'\nprintf '0, {UUID0}, 10, 1000\\n'\n")
+    assert detect_total_resources()["GPU"] == 1.0
+    assert detect_total_resources()["GPU"] == 1.0
+    assert detect_gpu_ids() == ["0"]
+    assert calls.read_text().split() == ["call"]
+
+
 def test_no_gpus_when_nvidia_smi_is_missing(monkeypatch, tmp_path):
     fake_nvidia_smi(monkeypatch, tmp_path, "")
     (tmp_path / "bin" / "nvidia-smi").unlink()
