@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
@@ -268,3 +269,81 @@ def test_checkpoint_frequency_is_exact_whatever_the_lookahead(run_config):
         "checkpoint_000003", "checkpoint_000006", "checkpoint_000009", "checkpoint_000010"
     ]  # fmt: skip
     assert [m["n"] for _, m in result.best_checkpoints] == [3, 6, 9, 10]
+
+
+def _workers(timeout: float = 0.0) -> set[int]:
+    """Pids of worker processes (children of this process's fork server), waiting up
+    to ``timeout`` s for one to appear."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = {w.pid for server in psutil.Process().children() for w in server.children()}
+        if pids or time.monotonic() >= deadline:
+            return pids
+        time.sleep(0.02)
+
+
+def _all_gone(pids: set[int], timeout: float = 10.0) -> bool:
+    """Whether the processes ``pids`` exit (or are zombies) within ``timeout`` s."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+_BUILT_THEN_FIT = """
+import sys, tempfile, psutil, fasttune as tune
+tune.init(num_cpus=2)
+tuner = tune.Tuner(lambda config: tune.report({"x": 1}),
+                   run_config=tune.RunConfig(storage_path=tempfile.mkdtemp(), verbose=0))
+print(len(psutil.Process().children()), flush=True)  # the fork server, started by Tuner()
+grid = tuner.fit()
+print(grid[0].metrics["x"])
+"""
+
+
+def test_a_tuner_starts_its_workers_fork_server_when_built():
+    # The fork server's start (an interpreter importing the worker side) overlaps the
+    # Tuner's own set-up, before fit().
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _BUILT_THEN_FIT], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "1"]
+
+
+def test_a_tuner_never_fit_leaves_no_worker(run_config):
+    import gc
+
+    tuner = tune.Tuner(lambda config: tune.report({"x": 1}), run_config=run_config())
+    spare = _workers(timeout=10)
+    assert spare
+    del tuner
+    gc.collect()
+    assert _all_gone(spare)
+
+
+def test_a_tuner_built_before_init_address_runs_where_fit_is_told(run_config, monkeypatch):
+    # Built for local workers, then told (before fit) to run inline: the warm local
+    # executor is shut down, and the run goes where fit() is told.
+    tuner = tune.Tuner(lambda config: tune.report({"pid": os.getpid()}), run_config=run_config())
+    spare = _workers(timeout=10)
+    monkeypatch.setenv("FASTTUNE_EXECUTOR", "inline")
+    grid = tuner.fit()
+    assert grid[0].metrics["pid"] == os.getpid()
+    assert _all_gone(spare)
