@@ -146,6 +146,13 @@ class Tuner:
         finally:
             lock.release()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A Tuner can be pickled (to run it in a Ray task, say): its started local
+        # executor stays here; the unpickled Tuner starts one in fit().
+        state = dict(self.__dict__)
+        state["_warm_executor"] = None
+        return state
+
     def _take_warm_executor(self) -> Any:
         """The local executor started when this Tuner was built, if the local executor
         is still the one to use (``fasttune.init(address=...)`` may have come since)."""

@@ -347,3 +347,12 @@ def test_a_tuner_built_before_init_address_runs_where_fit_is_told(run_config, mo
     grid = tuner.fit()
     assert grid[0].metrics["pid"] == os.getpid()
     assert _all_gone(spare)
+
+
+def test_a_built_tuner_can_still_be_pickled(run_config):
+    # e.g. to run it in a Ray task; the executor it started stays with the original.
+    import cloudpickle
+
+    tuner = tune.Tuner(lambda config: tune.report({"x": 1}), run_config=run_config())
+    copy = cloudpickle.loads(cloudpickle.dumps(tuner))
+    assert copy.fit()[0].metrics["x"] == 1
