@@ -78,7 +78,11 @@ class Tuner:
             )
         # The local workers' fork server starts now: its interpreter start and imports
         # (~0.1-0.15 s) overlap the rest of this set-up instead of following it in fit().
-        self._warm_executor = None if _executor or _restoring else _warm_local_executor()
+        self._warm_executor = (
+            _started_local_executor()
+            if _executor is None and not _restoring and _local_workers_chosen()
+            else None
+        )
         self._trainable = trainable
         self._trainable_cls = resolve_trainable(trainable)
         if not _runs_inline(_executor):
@@ -157,7 +161,7 @@ class Tuner:
         """The local executor started when this Tuner was built, if the local executor
         is still the one to use (``fasttune.init(address=...)`` may have come since)."""
         warm, self._warm_executor = self._warm_executor, None
-        if warm is not None and _warm_local_executor(probe=True) is None:
+        if warm is not None and not _local_workers_chosen():
             warm.shutdown()
             return None
         return warm
@@ -591,19 +595,18 @@ def _runs_inline(executor: Any) -> bool:
     return os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline"
 
 
-def _warm_local_executor(*, probe: bool = False) -> Any:
-    """A local executor with its fork server starting, when local worker processes are
-    what :func:`_default_executor` would choose; else None. With ``probe``, only say
-    whether they are (True), creating nothing."""
+def _local_workers_chosen() -> bool:
+    """Whether :func:`_default_executor` runs trials in local worker processes."""
     if os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline":
-        return None
+        return False
     from fasttune._support.cluster_address import ray_target
     from fasttune._support.supported_platform import local_workers_unsupported
 
-    if ray_target() is not None or local_workers_unsupported() is not None:
-        return None
-    if probe:
-        return True
+    return ray_target() is None and local_workers_unsupported() is None
+
+
+def _started_local_executor() -> Any:
+    """A local executor, its fork server and first worker already starting."""
     from fasttune.executors.local import LocalExecutor
 
     executor = LocalExecutor()
@@ -630,8 +633,4 @@ def _default_executor() -> Any:
     from fasttune._support.supported_platform import require_local_workers
 
     require_local_workers()  # a clear error on Windows, before the fork server is imported
-    from fasttune.executors.local import LocalExecutor
-
-    executor = LocalExecutor()
-    executor.warm_up()
-    return executor
+    return _started_local_executor()
