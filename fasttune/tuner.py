@@ -597,7 +597,7 @@ def _runs_inline(executor: Any) -> bool:
 
 def _local_workers_chosen() -> bool:
     """Whether :func:`_default_executor` runs trials in local worker processes."""
-    if os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline":
+    if _runs_inline(None):
         return False
     from fasttune._support.cluster_address import ray_target
     from fasttune._support.supported_platform import local_workers_unsupported
@@ -619,7 +619,7 @@ def _default_executor() -> Any:
     executor when ``FASTTUNE_EXECUTOR=inline``; the Ray executor when a Ray cluster
     is chosen (``fasttune.init(address=...)``, ``FASTTUNE_ADDRESS``, or a ``ray.init()``
     this process already made)."""
-    if os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline":
+    if _runs_inline(None):
         from fasttune.executors.inline import InlineExecutor
 
         return InlineExecutor()

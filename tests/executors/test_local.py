@@ -7,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from dataclasses import replace
 
 import psutil
@@ -33,6 +32,7 @@ from tests.executors.conformance import (
     results,
     stop_and_wait,
 )
+from tests.processes import gone
 
 
 @pytest.fixture
@@ -171,7 +171,7 @@ def test_reuse_needs_the_same_gpus(executor, make_launch, wait_for):
     assert a[0]["worker_pid"] != b[0]["worker_pid"]
     # A trial of another trainable wants GPU 0: the idle worker holding it is retired.
     _run_trials(executor, make_launch, wait_for, Counter, 1, key="other", allocation=gpu0)
-    assert _gone(a[0]["worker_pid"])
+    assert gone(a[0]["worker_pid"])
 
 
 def test_idle_workers_above_max_workers_are_retired(make_launch, wait_for):
@@ -180,7 +180,7 @@ def test_idle_workers_above_max_workers_are_retired(make_launch, wait_for):
         a = _run_trials(executor, make_launch, wait_for, Counter, 1, reuse=True, key="a")
         b = _run_trials(executor, make_launch, wait_for, Counter, 1, reuse=True, key="b")
         assert a[0]["worker_pid"] != b[0]["worker_pid"]
-        assert _gone(a[0]["worker_pid"])
+        assert gone(a[0]["worker_pid"])
         assert executor.worker_pids == [b[0]["worker_pid"]]
     finally:
         executor.shutdown()
@@ -211,19 +211,6 @@ def test_preloaded_modules_are_inherited_by_new_workers(executor, make_launch, w
     assert result["preloaded_in"] == executor._server.server_pid != result["worker_pid"]
 
 
-def _gone(pid: int, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-
-
 def test_shutdown_leaves_no_worker_processes(make_launch, wait_for):
     executor = LocalExecutor()
     busy = make_launch(Counter, {"sleep": 60, "ignore_sigterm": True}, initial_credit=BIG)
@@ -235,7 +222,7 @@ def test_shutdown_leaves_no_worker_processes(make_launch, wait_for):
     pids = executor.worker_pids
     assert len(pids) == 4  # busy, running, idle and the pre-started spare
     executor.shutdown()
-    assert all(_gone(pid, timeout=0) for pid in pids)
+    assert all(gone(pid, timeout=0) for pid in pids)
     server = psutil.Process(executor._server.server_pid)
     assert server.children() == []
     assert executor.worker_pids == []
@@ -286,7 +273,7 @@ def test_workers_exit_when_the_driver_dies(tmp_path):
         assert pids
         proc.kill()
         proc.wait()
-        assert all(_gone(pid, timeout=10) for pid in pids)
+        assert all(gone(pid, timeout=10) for pid in pids)
     finally:
         proc.kill()
         proc.communicate()

@@ -9,6 +9,7 @@ import time
 import pytest
 
 import fasttune as tune
+from tests.processes import gone
 
 
 def quadratic(config):
@@ -284,25 +285,6 @@ def _workers(timeout: float = 0.0) -> set[int]:
         time.sleep(0.02)
 
 
-def _all_gone(pids: set[int], timeout: float = 10.0) -> bool:
-    """Whether the processes ``pids`` exit (or are zombies) within ``timeout`` s."""
-    import psutil
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        alive = []
-        for pid in pids:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    alive.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        if not alive:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 _BUILT_THEN_FIT = """
 import sys, tempfile, psutil, fasttune as tune
 tune.init(num_cpus=2)
@@ -335,7 +317,7 @@ def test_a_tuner_never_fit_leaves_no_worker(run_config):
     assert spare
     del tuner
     gc.collect()
-    assert _all_gone(spare)
+    assert all(gone(pid, timeout=10) for pid in spare)
 
 
 def test_a_tuner_built_before_init_address_runs_where_fit_is_told(run_config, monkeypatch):
@@ -346,7 +328,7 @@ def test_a_tuner_built_before_init_address_runs_where_fit_is_told(run_config, mo
     monkeypatch.setenv("FASTTUNE_EXECUTOR", "inline")
     grid = tuner.fit()
     assert grid[0].metrics["pid"] == os.getpid()
-    assert _all_gone(spare)
+    assert all(gone(pid, timeout=10) for pid in spare)
 
 
 def test_a_built_tuner_can_still_be_pickled(run_config):
