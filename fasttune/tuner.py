@@ -8,6 +8,13 @@ import logging
 import os
 from typing import Any
 
+from fasttune._internal.executor_choice import (
+    default_executor,
+    local_workers_chosen,
+    prestart,
+    runs_inline,
+    started_local_executor,
+)
 from fasttune._internal.experiment_folder import (
     has_state_but_no_tuner,
     holds_results,
@@ -79,13 +86,13 @@ class Tuner:
         # The local workers' fork server starts now: its interpreter start and imports
         # (~0.1-0.15 s) overlap the rest of this set-up instead of following it in fit().
         self._warm_executor = (
-            _started_local_executor()
-            if _executor is None and not _restoring and _local_workers_chosen()
+            started_local_executor()
+            if _executor is None and not _restoring and local_workers_chosen()
             else None
         )
         self._trainable = trainable
         self._trainable_cls = resolve_trainable(trainable)
-        if not _runs_inline(_executor):
+        if not runs_inline(_executor):
             from fasttune._internal.trainable_resolution import pickle_trainable
 
             # workers receive it pickled: a TypeError naming what it captures is raised
@@ -161,7 +168,7 @@ class Tuner:
         """The local executor started when this Tuner was built, if the local executor
         is still the one to use (``fasttune.init(address=...)`` may have come since)."""
         warm, self._warm_executor = self._warm_executor, None
-        if warm is not None and not _local_workers_chosen():
+        if warm is not None and not local_workers_chosen():
             warm.shutdown()
             return None
         return warm
@@ -175,8 +182,8 @@ class Tuner:
 
         if self._restore:
             _check_same_trainable(self._trainable_cls, self._restore["trainable_name"])
-        executor = self._executor or self._take_warm_executor() or _default_executor()
-        _prestart(executor, self._trainable_cls)
+        executor = self._executor or self._take_warm_executor() or default_executor()
+        prestart(executor, self._trainable_cls)
         # Pickled before the plugins are configured, so that a restore gets them as
         # the user built them.
         tuner_blob = self._pickle_tuner_inputs()
@@ -534,22 +541,6 @@ def _param_keys(space: dict[str, Any], prefix: str = "") -> list[str]:
     return keys
 
 
-def _prestart(executor: Any, trainable_cls: Any) -> None:
-    """Let an executor whose workers take long to start (a Ray actor: ~1 s) start the
-    first one now, while the run is being set up, if the trainable's resources do not
-    depend on the config."""
-    prestart = getattr(executor, "prestart", None)
-    if prestart is None:
-        return
-    from fasttune._internal.spec_builder import resources_function
-
-    try:
-        resources = resources_function(trainable_cls)({})
-    except Exception:  # they depend on the config: the first trial asks for them
-        return
-    prestart(resources)
-
-
 def _remote_lease(storage: Any) -> Any:
     """The lease of a remote experiment, taken (None for local storage: the lock does).
 
@@ -586,51 +577,3 @@ def _download_trial_files(storage: Any, loaded: Any) -> None:
         if state["status"] != TrialStatus.TERMINATED.value and state.get("relative_logdir")
     ]
     storage.mirror.fetch_files(again)
-
-
-def _runs_inline(executor: Any) -> bool:
-    """Whether trials run in this process (nothing is pickled for them)."""
-    if executor is not None:
-        return type(executor).__name__ == "InlineExecutor"
-    return os.environ.get("FASTTUNE_EXECUTOR", "local") == "inline"
-
-
-def _local_workers_chosen() -> bool:
-    """Whether :func:`_default_executor` runs trials in local worker processes."""
-    if _runs_inline(None):
-        return False
-    from fasttune._support.cluster_address import ray_target
-    from fasttune._support.supported_platform import local_workers_unsupported
-
-    return ray_target() is None and local_workers_unsupported() is None
-
-
-def _started_local_executor() -> Any:
-    """A local executor, its fork server and first worker already starting."""
-    from fasttune.executors.local import LocalExecutor
-
-    executor = LocalExecutor()
-    executor.warm_up()
-    return executor
-
-
-def _default_executor() -> Any:
-    """The local process executor, its first worker already starting; the inline
-    executor when ``FASTTUNE_EXECUTOR=inline``; the Ray executor when a Ray cluster
-    is chosen (``fasttune.init(address=...)``, ``FASTTUNE_ADDRESS``, or a ``ray.init()``
-    this process already made)."""
-    if _runs_inline(None):
-        from fasttune.executors.inline import InlineExecutor
-
-        return InlineExecutor()
-    from fasttune._support.cluster_address import ray_target
-
-    target = ray_target()
-    if target is not None:
-        from fasttune.executors.ray_executor import RayExecutor
-
-        return RayExecutor(target.address, init_kwargs=target.init_kwargs)
-    from fasttune._support.supported_platform import require_local_workers
-
-    require_local_workers()  # a clear error on Windows, before the fork server is imported
-    return _started_local_executor()
