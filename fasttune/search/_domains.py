@@ -80,7 +80,9 @@ class Domain:
         Args:
             config: The (partly) resolved config; only used by ``sample_from`` functions.
             size: How many values to draw.
-            random_state: ``None``, an int seed, or a numpy Generator/RandomState.
+            random_state: ``None`` (the global generator: numpy's if numpy is
+                imported, else Python's ``random``), an int seed, a numpy
+                ``Generator``/``RandomState`` or a ``random.Random``.
 
         Returns:
             One value if ``size == 1``, else a list of ``size`` values.
@@ -133,14 +135,12 @@ class _Continuous(Sampler):
 
     def _draw_quantized(self, domain: Domain, q: float, size: int, rng: _RandomSource) -> Any:
         low, high = aligned_bounds(domain.lower, domain.upper, q)  # type: ignore[attr-defined]
-        return round_to_multiple(self._draw_range(low, high, size, rng), q)
+        return [round_to_multiple(value, q) for value in self._draw_range(low, high, size, rng)]
 
 
-def _log_uniform(lower: float, upper: float, size: int, rng: _RandomSource) -> Any:
-    import numpy as np
-
-    values = np.exp(rng.uniform(math.log(lower), math.log(upper), size))
-    return np.clip(values, lower, upper)
+def _log_uniform(lower: float, upper: float, size: int, rng: _RandomSource) -> list[float]:
+    draws = rng.uniform(math.log(lower), math.log(upper), size)
+    return [min(max(math.exp(value), lower), upper) for value in draws]
 
 
 class _Range(Domain):
@@ -270,18 +270,16 @@ class Integer(_Range):
         def _draw_quantized(self, domain: Domain, q: float, size: int, rng: _RandomSource) -> Any:
             low = -(-domain.lower // q)  # type: ignore[attr-defined]
             high = domain.upper // q  # type: ignore[attr-defined]
-            return rng.integers(low, high + 1, size) * q
+            return [value * q for value in rng.integers(low, high + 1, size)]
 
     class _LogUniform(_Continuous, LogUniform):
         def _draw_range(self, lower: float, upper: float, size: int, rng: _RandomSource) -> Any:
             return _log_uniform(lower, upper, size, rng)
 
         def _draw(self, domain: Domain, size: int, rng: _RandomSource) -> Any:
-            import numpy as np
-
             upper = domain.upper  # type: ignore[attr-defined]
-            values = np.floor(_log_uniform(domain.lower, upper, size, rng))  # type: ignore[attr-defined]
-            return np.minimum(values, upper - 1)
+            values = _log_uniform(domain.lower, upper, size, rng)  # type: ignore[attr-defined]
+            return [min(math.floor(value), upper - 1) for value in values]
 
     default_sampler_cls = _Uniform
 
@@ -334,7 +332,7 @@ class Categorical(Domain):
     class _Uniform(Uniform):
         def _draw(self, domain: Domain, size: int, rng: _RandomSource) -> Any:
             categories = domain.categories  # type: ignore[attr-defined]
-            return [categories[i] for i in rng.integers(0, len(categories), size).tolist()]
+            return [categories[i] for i in rng.integers(0, len(categories), size)]
 
     default_sampler_cls = _Uniform
 

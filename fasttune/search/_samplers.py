@@ -15,8 +15,6 @@ from fasttune.search._checks import check_positive, check_real, check_size
 from fasttune.search._rng import RandomState, _RandomSource, as_random_source
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from fasttune.search._domains import Domain
 
 
@@ -178,16 +176,13 @@ def _ratio(value: float, q: float) -> float:
     return float(nearest) if math.isclose(ratio, nearest) else ratio
 
 
-def round_to_multiple(values: Any, q: float) -> np.ndarray:
-    """Round ``values`` to the nearest multiple of ``q``, as ``round(v / q) * q``.
+def round_to_multiple(value: float, q: float) -> float:
+    """Round ``value`` to the nearest multiple of ``q``, as ``round(value / q) * q``.
 
     The result is then rounded to the decimal places ``q`` is written with, so
     steps of 0.1 give 0.3 rather than 0.30000000000000004.
     """
-    import numpy as np
-
-    steps = np.round(np.asarray(values, dtype=float) / q)
-    return np.round(steps * q, _decimal_places(q))
+    return round(round(float(value) / q) * q, _decimal_places(q))
 
 
 def _decimal_places(q: float) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import cloudpickle
@@ -221,6 +222,22 @@ def test_global_numpy_seed_makes_default_runs_repeatable():
     assert first != third
 
 
+def test_a_python_random_generator_resumes_exactly_and_repeats_by_seed():
+    """With numpy not imported, the generator is a ``random.Random``; its state is
+    kept per pass like a numpy one's, so a resume anywhere continues the same run."""
+    import random
+
+    full = as_pairs(drain(make_gen(num_samples=3, random_state=random.Random(5))))
+    assert full == as_pairs(drain(make_gen(num_samples=3, random_state=random.Random(5))))
+    assert full != as_pairs(drain(make_gen(num_samples=3, random_state=random.Random(6))))
+    for cut in range(len(full)):
+        gen = make_gen(num_samples=3, random_state=random.Random(5))
+        head = as_pairs(drain(gen, limit=cut))
+        resumed = BasicVariantGenerator()
+        resumed.set_state(pickle.loads(pickle.dumps(gen.get_state())))
+        assert head + as_pairs(drain(resumed, prefix="r")) == full
+
+
 def test_param_space_is_not_changed():
     space = {"a": grid_search([1, 2]), "b": {"c": uniform(0, 1)}}
     before = repr(space)
@@ -310,3 +327,59 @@ def test_a_grid_of_constants_never_imports_numpy(tmp_path):
     sampled.add_configurations({"x": uniform(0, 1)}, num_samples=2)
     constant.add_configurations({"x": grid_search([1, 2])}, num_samples=2)
     assert isinstance(sampled._rng, np.random.Generator) and constant._rng is None
+
+
+def test_sampling_without_numpy_draws_from_python_random(tmp_path):
+    """A user who has not imported numpy cannot have seeded it: every kind of domain
+    then draws from Python's ``random`` (numpy stays unimported, ~0.1 s saved), and
+    ``random.seed`` repeats the run's configs."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import json, random, sys
+        import fasttune as tune
+
+        space = {{
+            "u": tune.uniform(-1, 1), "q": tune.quniform(0, 1, 0.1),
+            "lu": tune.loguniform(1e-4, 1e-1), "qlu": tune.qloguniform(1e-3, 1, 1e-3),
+            "n": tune.randn(0, 1), "qn": tune.qrandn(0, 1, 0.5),
+            "i": tune.randint(0, 10), "qi": tune.qrandint(0, 20, 5),
+            "li": tune.lograndint(1, 100), "qli": tune.qlograndint(2, 64, 2),
+            "c": tune.choice(["a", "b", "c"]), "g": tune.grid_search([1, 2]),
+        }}
+
+        def f(config):
+            tune.report(dict(config))
+
+        def run(name):
+            grid = tune.Tuner(
+                f, param_space=space, tune_config=tune.TuneConfig(num_samples=3),
+                run_config=tune.RunConfig(name=name, storage_path={str(tmp_path)!r}, verbose=0),
+            ).fit()
+            assert not grid.errors
+            return sorted(json.dumps({{k: r.config[k] for k in space}}) for r in grid)
+
+        random.seed(3)
+        first = run("a")
+        random.seed(3)
+        second = run("b")
+        third = run("c")
+        print(json.dumps([first == second, first != third, "numpy" in sys.modules, first]))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    repeated, differs, numpy_imported, configs = json.loads(out.stdout.strip().splitlines()[-1])
+    assert repeated and differs and not numpy_imported
+    assert len(configs) == 6
+    for config in map(json.loads, configs):
+        assert -1 <= config["u"] < 1 and config["q"] in [round(k / 10, 1) for k in range(11)]
+        assert 1e-4 <= config["lu"] <= 1e-1 and 1e-3 <= config["qlu"] <= 1
+        assert round(config["qlu"], 3) == config["qlu"]
+        assert isinstance(config["n"], float) and config["qn"] % 0.5 == 0
+        assert config["i"] in range(10) and config["qi"] in (0, 5, 10, 15, 20)
+        assert config["li"] in range(1, 100) and config["qli"] % 2 == 0 and 2 <= config["qli"] <= 64
+        assert config["c"] in ("a", "b", "c") and config["g"] in (1, 2)

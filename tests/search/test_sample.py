@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 import pickle
 import random
@@ -207,6 +208,38 @@ def test_none_uses_numpy_global_seed():
     first = uniform(0, 1).sample(size=3)
     np.random.seed(11)
     assert uniform(0, 1).sample(size=3) == first
+
+
+@pytest.mark.parametrize(
+    "make", [*FLOAT_DOMAINS.values(), *INT_DOMAINS.values()], ids=[*FLOAT_DOMAINS, *INT_DOMAINS]
+)
+def test_python_random_draws_follow_the_same_distribution_as_numpy(make):
+    """Without numpy imported, draws come from Python's ``random``: same values kind,
+    same validity, and the same distribution (two-sample Kolmogorov-Smirnov)."""
+    domain = make()
+    ours, numpys = domain.sample(size=N, random_state=random.Random(0)), draw(domain)
+    assert {type(v) for v in ours} == {type(v) for v in numpys}
+    assert all(domain.is_valid(v) for v in ours)
+    assert domain.sample(size=5, random_state=random.Random(1)) == domain.sample(
+        size=5, random_state=random.Random(1)
+    )
+    points = sorted(set(ours) | set(numpys))
+    ours_sorted, numpys_sorted = sorted(ours), sorted(numpys)
+    distance = max(
+        abs(bisect.bisect_right(ours_sorted, x) - bisect.bisect_right(numpys_sorted, x)) / N
+        for x in points
+    )
+    assert distance < 0.06, distance
+
+
+def test_none_draws_from_python_random_while_numpy_is_not_imported(monkeypatch):
+    monkeypatch.delitem(sys.modules, "numpy")
+    domains = [uniform(0, 1), randint(0, 100), choice(["a", "b", "c"])]
+    random.seed(4)
+    first = [domain.sample() for domain in domains]
+    random.seed(4)
+    assert [domain.sample() for domain in domains] == first
+    assert "numpy" not in sys.modules
 
 
 def test_bad_random_state_is_rejected():
