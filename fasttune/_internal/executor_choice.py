@@ -30,6 +30,9 @@ def local_workers_chosen() -> bool:
 
 def started_local_executor() -> Any:
     """A local executor, its fork server and first worker already starting."""
+    from fasttune.executors import start_fork_server
+
+    start_fork_server()  # first: the server's start overlaps the imports below
     from fasttune.executors.local import LocalExecutor
 
     executor = LocalExecutor()

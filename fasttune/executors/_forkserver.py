@@ -146,6 +146,11 @@ class ForkServer:
             os.close(status_w)
         return child
 
+    def start(self) -> None:
+        """Start the server process if it is not running (does not wait for it)."""
+        with self._lock:
+            self._ensure_started()
+
     def preload(self, modules: tuple[str, ...]) -> None:
         """Have the server import ``modules`` (failures are ignored) for later children."""
         payload = pickle.dumps(("import", tuple(modules), list(sys.path)), protocol=5)
