@@ -231,8 +231,10 @@ class TuneController:
         launch = make_launch(self.spec, trial, allocation, trial.restore_path)
         self.lifecycle.launch(trial, launch)
 
-    def _save_search_state(self) -> None:
-        self.state.save_search_state(self.spec.search_alg, self._num_created, self.search_completed)
+    def _save_search_state(self, *, compact: bool = False) -> None:
+        self.state.save_search_state(
+            self.spec.search_alg, self._num_created, self.search_completed, compact=compact
+        )
         self._search_state_dirty = False
 
     def _has_resources_for(self, trial: Trial) -> bool:
@@ -454,7 +456,7 @@ class TuneController:
             scheduler=self.spec.scheduler,
             callbacks=self.spec.callbacks,
         )
-        self._save_search_state()
+        self._save_search_state(compact=True)  # the log back to one record, for storage
         self._last_snapshot = self.spec.clock()
         self._sync_storage()
 

@@ -20,7 +20,8 @@ Layout of an experiment directory (besides one directory per trial):
 - ``trial_configs.pkl``: append-only, length-prefixed and checksummed pickles of
   ``(trial_id, config)``, written when a trial is created or (re)started; the last one
   wins;
-- ``search_state.pkl``: the search algorithm's state, stamped with the number of
+- ``search_state.pkl``: the search algorithm's state (an append-only log whose last
+  whole record counts, ``search_state_log.py``), stamped with the number of
   trials it has produced and a bitmap (by creation position) of the trials whose
   completion it was told. It is written *before* a new trial may start, so a trial
   found on disk beyond that stamp never ran and is dropped on restore (the
@@ -45,6 +46,11 @@ from typing import Any
 
 import cloudpickle
 
+from fasttune._internal.search_state_log import (
+    SearchStateLog,
+    is_search_log,
+    last_search_record,
+)
 from fasttune._internal.state_framing import (
     CONFIGS_HEADER,
     DamagedStateError,
@@ -178,6 +184,7 @@ class ExperimentStateStore:
         self._seq = 0
         self._journal: Any = None
         self._configs: Any = None
+        self._search_log = SearchStateLog(os.path.join(experiment_path, SEARCH_STATE_FILE))
         self._configs_checked = True
         # Creation position of each trial id: the controller's own map when it gives
         # one, else the order in which this store first sees the trials.
@@ -244,10 +251,17 @@ class ExperimentStateStore:
                 self._configs_checked = True
 
     def save_search_state(
-        self, search_alg: Any, num_trials: int, completed: CompletionBitmap | None = None
+        self,
+        search_alg: Any,
+        num_trials: int,
+        completed: CompletionBitmap | None = None,
+        *,
+        compact: bool = False,
     ) -> None:
         """Save the search state, stamped with the trials it produced and the trials
-        whose completion it was told (a restore tells it those that finished after)."""
+        whose completion it was told (a restore tells it those that finished after).
+
+        Appended to the log (``compact``: the log is rewritten with it alone)."""
         blob = dumps(
             {
                 "num_trials": num_trials,
@@ -255,7 +269,7 @@ class ExperimentStateStore:
                 "state": search_alg.get_state(),
             }
         )
-        atomic_write_bytes(self._file(SEARCH_STATE_FILE), seal_pickle(blob), durable=False)
+        self._search_log.save(blob, compact=compact)
 
     def snapshot(
         self,
@@ -336,6 +350,7 @@ class ExperimentStateStore:
             if handle is not None:
                 handle.close()
         self._journal = self._configs = None
+        self._search_log.close()
 
     # ------------------------------------------------------------------ reading
     def load(
@@ -430,7 +445,7 @@ class ExperimentStateStore:
 
     def _load_plugin_states(self, loaded: LoadedExperiment) -> None:
         ordered = loaded.trials
-        search = _load_pickle(self._file(SEARCH_STATE_FILE))
+        search = _load_search_state(self._file(SEARCH_STATE_FILE))
         if search is not None:
             loaded.search_state = search["state"]
             loaded.search_num_trials = int(search["num_trials"])
@@ -519,6 +534,20 @@ def _read_configs(path: str) -> dict[str, Any]:
             loss,
         )
     return configs
+
+
+def _load_search_state(path: str) -> Any:
+    """The newest search state: the log's last whole record, or the single pickle an
+    earlier version wrote; None when missing or damaged (said, as for _load_pickle)."""
+    data = _read_file(path)
+    if data is None or not is_search_log(data):
+        return _load_pickle(path)
+    try:
+        record = last_search_record(data)
+        return None if record is None else cloudpickle.loads(record)
+    except Exception as e:  # a failed checksum
+        logger.warning("%s is damaged (%s: %s) and was not restored.", path, type(e).__name__, e)
+        return None
 
 
 def _load_pickle(path: str, *, damaged_ok: bool = True) -> Any:
