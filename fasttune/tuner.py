@@ -13,7 +13,9 @@ from fasttune._internal.executor_choice import (
     local_workers_chosen,
     prestart,
     runs_inline,
+    start_fork_server,
     started_local_executor,
+    trainable_imports,
 )
 from fasttune._internal.experiment_folder import (
     has_state_but_no_tuner,
@@ -63,7 +65,7 @@ class Tuner:
         _executor: Any = None,
         _restoring: bool = False,
     ):
-        from fasttune._internal.trainable_resolution import resolve_trainable
+        from fasttune._internal.trainable_resolution import pickle_trainable, resolve_trainable
 
         if trainable is None:
             raise TypeError("Tuner(trainable=...) is required: a function or a Trainable class.")
@@ -85,19 +87,19 @@ class Tuner:
             )
         # The local workers' fork server starts now: its interpreter start and imports
         # (~0.1-0.15 s) overlap the rest of this set-up instead of following it in fit().
-        self._warm_executor = (
-            started_local_executor()
-            if _executor is None and not _restoring and local_workers_chosen()
-            else None
-        )
+        local = _executor is None and not _restoring and local_workers_chosen()
+        if local:
+            start_fork_server()
         self._trainable = trainable
         self._trainable_cls = resolve_trainable(trainable)
-        if not runs_inline(_executor):
-            from fasttune._internal.trainable_resolution import pickle_trainable
-
-            # workers receive it pickled: a TypeError naming what it captures is raised
-            # here, where the Tuner is built, as Ray raises it
-            pickle_trainable(self._trainable_cls)
+        # Workers receive the trainable pickled: a TypeError naming what it captures is
+        # raised here, where the Tuner is built, as Ray raises it.
+        self._trainable_blob = (
+            None if runs_inline(_executor) else pickle_trainable(self._trainable_cls)[0]
+        )
+        self._warm_executor = (
+            started_local_executor(trainable_imports(self._trainable_blob)) if local else None
+        )
         self._param_space = param_space if param_space is not None else {}
         self._tune_config = tune_config or TuneConfig()
         self._run_config = run_config or RunConfig()
@@ -182,7 +184,11 @@ class Tuner:
 
         if self._restore:
             _check_same_trainable(self._trainable_cls, self._restore["trainable_name"])
-        executor = self._executor or self._take_warm_executor() or default_executor()
+        executor = (
+            self._executor
+            or self._take_warm_executor()
+            or default_executor(trainable_imports(self._trainable_blob))
+        )
         prestart(executor, self._trainable_cls)
         # Pickled before the plugins are configured, so that a restore gets them as
         # the user built them.

@@ -25,6 +25,7 @@ import struct
 import subprocess
 import sys
 import threading
+import warnings
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -243,6 +244,12 @@ class ForkServer:
 def serve(fd: int, preload: tuple[str, ...], warm_up: str | None = None) -> None:
     """Main function of the server process: fork children on request until EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Python 3.12+ warns at each fork of a process that has threads. A preloaded numpy
+    # has its BLAS pool's (fork-safe: OpenBLAS re-creates it in the child), and every
+    # worker's fork would print the warning.
+    warnings.filterwarnings(
+        "ignore", message=r".*use of fork\(\) may lead to deadlocks", category=DeprecationWarning
+    )
     _import_quietly(preload, freeze=False)
     if warm_up:
         with contextlib.suppress(Exception):

@@ -285,3 +285,28 @@ def test_results_after_driver_stop_are_dropped_even_when_buffered(executor, make
     wait_for(executor, n_results(launch.trial_id, 1))
     executor.stop_trial(launch.trial_id)
     assert not of(wait_for(executor, ended(launch.trial_id)), TrialResults)
+
+
+def test_the_fork_server_starts_before_any_executor_is_imported():
+    """A Tuner starts the fork server first (its interpreter takes ~0.1 s), so
+    ``fasttune.executors`` must not import the executors' modules to do it."""
+    script = textwrap.dedent(
+        """
+        import sys
+        import fasttune.executors as executors
+        from fasttune.executors import _forkserver
+
+        assert "fasttune.executors.base" not in sys.modules
+        executors.start_fork_server()
+        server = _forkserver.default_server()
+        assert server.server_pid is not None
+        assert "fasttune.executors.base" not in sys.modules
+        assert "fasttune.executors.local" not in sys.modules
+        assert executors.TrialLaunch.__module__ == "fasttune.executors.base"
+        server.close()
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
