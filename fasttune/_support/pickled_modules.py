@@ -51,9 +51,12 @@ def modules_named_in(blob: bytes) -> list[str]:
     ]
 
 
+_IMPORTER = object()  # what a memo holds for cloudpickle's subimport, once pickled
+
+
 def _named_modules(blob: bytes) -> list[str]:
     memo: dict[int, object] = {}
-    pushed: list[object] = []  # what each opcode pushed: a string, or None for others
+    pushed: list[object] = []  # what each opcode pushed: a string, _IMPORTER or None
     named: list[str] = []
     argument_is_module = False
     for opcode, argument, _ in pickletools.genops(blob):
@@ -62,23 +65,25 @@ def _named_modules(blob: bytes) -> list[str]:
             value = argument if name in _STRINGS else memo.get(int(argument))  # type: ignore[arg-type]
             if argument_is_module and isinstance(value, str):
                 named.append(value)
-            argument_is_module = False
+            # subimport fetched again from the memo: its next string is a module too
+            argument_is_module = value is _IMPORTER
             pushed.append(value)
         elif name == "MEMOIZE":
             memo[len(memo)] = pushed[-1] if pushed else None
         elif name in _PUTS:
             memo[int(argument)] = pushed[-1] if pushed else None  # type: ignore[arg-type]
-        elif name == "STACK_GLOBAL":
-            module, qualname = (pushed[-2], pushed[-1]) if len(pushed) >= 2 else (None, None)
-            if isinstance(module, str) and isinstance(qualname, str):
+        elif name in ("STACK_GLOBAL", "GLOBAL"):
+            if name == "GLOBAL":  # protocols 0-3: "module qualname"
+                module, _, qualname = str(argument).partition(" ")
+            elif len(pushed) >= 2 and isinstance(pushed[-2], str) and isinstance(pushed[-1], str):
+                module, qualname = pushed[-2], pushed[-1]
+            else:
+                module = qualname = ""
+            importer = (module, qualname) in _IMPORTERS
+            if module:
                 named.append(module)
-                argument_is_module = (module, qualname) in _IMPORTERS
-            pushed.append(None)
-        elif name == "GLOBAL":  # protocols 0-3: "module qualname"
-            module, _, qualname = str(argument).partition(" ")
-            named.append(module)
-            argument_is_module = (module, qualname) in _IMPORTERS
-            pushed.append(None)
+            argument_is_module = importer
+            pushed.append(_IMPORTER if importer else None)
         else:
             pushed.append(None)
     return named

@@ -376,7 +376,9 @@ def _resolve(target: str) -> Callable[..., Any]:
 
 def _import_quietly(modules: tuple[str, ...], freeze: bool = True) -> None:
     for name in modules:
-        with contextlib.suppress(Exception):
+        # BaseException: a module that exits on import (argparse at module level, say)
+        # must not take the server down; a worker importing it fails on its own.
+        with contextlib.suppress(BaseException):
             importlib.import_module(name)
     if freeze:
         # Children never collect what is alive now: without this, their first full
