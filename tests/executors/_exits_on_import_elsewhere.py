@@ -1,7 +1,8 @@
-"""Imports in the driver (whose pid is in ``DRIVER_PID``), exits anywhere else, as a
-module that parses the command line on import can."""
+"""Imports in the driver (whose pid is in ``DRIVER_PID``), exits in any other process
+that has it, as a module that parses the command line on import can."""
 
 import os
 
-if os.getpid() != int(os.environ.get("DRIVER_PID", "0")):
+_DRIVER = os.environ.get("DRIVER_PID")
+if _DRIVER and os.getpid() != int(_DRIVER):
     raise SystemExit(2)
