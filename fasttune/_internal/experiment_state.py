@@ -46,20 +46,18 @@ from typing import Any
 
 import cloudpickle
 
-from fasttune._internal.search_state_log import (
-    SearchStateLog,
-    is_search_log,
-    last_search_record,
+from fasttune._internal.search_state_log import SearchStateLog
+from fasttune._internal.state_files import (
+    load_pickle,
+    load_search_state,
+    read_configs,
+    read_json_lines,
 )
 from fasttune._internal.state_framing import (
     CONFIGS_HEADER,
-    DamagedStateError,
     frame_blob,
     frame_line,
-    open_pickle,
-    read_blobs,
     read_document,
-    read_lines,
     seal_document,
     seal_pickle,
 )
@@ -404,19 +402,19 @@ class ExperimentStateStore:
             )
         # Base records, then the snapshot, then the journal: later records win.
         trials: dict[str, dict[str, Any]] = {}
-        for state in _read_json_lines(self._file(BASE_FILE)):
+        for state in read_json_lines(self._file(BASE_FILE)):
             trials[state["trial_id"]] = state
         for state in document["trials"]:
             trials[state["trial_id"]] = state
         snapshot_seq = int(document.get("journal_seq", 0))
         last_seq = snapshot_seq
-        for entry in _read_json_lines(self._file(JOURNAL_FILE)):
+        for entry in read_json_lines(self._file(JOURNAL_FILE)):
             if entry["seq"] <= snapshot_seq:
                 continue
             trials[entry["trial"]["trial_id"]] = entry["trial"]
             last_seq = max(last_seq, entry["seq"])
         self._seq = last_seq
-        configs = _read_configs(self._file(CONFIGS_FILE)) if pickles else {}
+        configs = read_configs(self._file(CONFIGS_FILE)) if pickles else {}
         rebuilt = records_from_folders(self.path, set(trials))
         known = set(trials) | {r["trial_id"] for r in rebuilt}
         name = _any_trainable_name(trials, rebuilt, document)
@@ -445,7 +443,7 @@ class ExperimentStateStore:
 
     def _load_plugin_states(self, loaded: LoadedExperiment) -> None:
         ordered = loaded.trials
-        search = _load_search_state(self._file(SEARCH_STATE_FILE))
+        search = load_search_state(self._file(SEARCH_STATE_FILE))
         if search is not None:
             loaded.search_state = search["state"]
             loaded.search_num_trials = int(search["num_trials"])
@@ -457,17 +455,17 @@ class ExperimentStateStore:
                 )
             else:  # version 1: a list of ids
                 loaded.search_completed = frozenset(search.get("completed", ()))
-        scheduler = _load_pickle(self._file(SCHEDULER_STATE_FILE))
+        scheduler = load_pickle(self._file(SCHEDULER_STATE_FILE))
         if isinstance(scheduler, dict) and scheduler.get("format") == SCHEDULER_STATE_FORMAT:
             loaded.scheduler_state = scheduler["state"]
             loaded.scheduler_seen = dict(scheduler["seen"])
             loaded.scheduler_num_trials = int(scheduler["num_trials"])
         else:  # saved before format 2: the state alone
             loaded.scheduler_state = scheduler
-        loaded.callback_state = _load_pickle(self._file(CALLBACK_STATE_FILE))
+        loaded.callback_state = load_pickle(self._file(CALLBACK_STATE_FILE))
 
     def load_tuner(self) -> dict[str, Any]:
-        data = _load_pickle(self._file(TUNER_FILE), damaged_ok=False)
+        data = load_pickle(self._file(TUNER_FILE), damaged_ok=False)
         if data is None:
             raise FileNotFoundError(f"No {TUNER_FILE} in {self.path!r}: not a Tuner experiment.")
         return data
@@ -489,87 +487,6 @@ def _state_of(plugin: Any) -> Any:
 def _plain_blob(blob: bytes) -> bytes:
     """A configs-log record as written before checksums (appending to such a log)."""
     return len(blob).to_bytes(8, "little") + blob
-
-
-def _read_file(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        return None
-
-
-def _read_json_lines(path: str) -> list[dict[str, Any]]:
-    """The records of a line-framed state log; damaged lines are skipped, a torn last
-    one dropped, and what was lost is said (the file, the records read and lost)."""
-    data = _read_file(path)
-    if not data:
-        return []
-    read = read_lines(data)
-    loss = read.loss(path)
-    if loss is not None:
-        logger.warning(
-            "%s Each record is a whole trial state, so the intact ones were applied; a "
-            "trial whose latest state was lost resumes from its state before (or its folder).",
-            loss,
-        )
-    return read.records
-
-
-def _read_configs(path: str) -> dict[str, Any]:
-    """The configs log: each trial's latest config, up to the first damaged record."""
-    configs: dict[str, Any] = {}
-    data = _read_file(path)
-    if not data:
-        return configs
-    read = read_blobs(data)
-    for blob in read.records:
-        trial_id, config = cloudpickle.loads(blob)
-        configs[trial_id] = config
-    loss = read.loss(path)
-    if loss is not None:
-        logger.warning(
-            "%s Trials that had started keep their config (their params.pkl); a trial "
-            "never started whose config was lost ends in ERROR saying so.",
-            loss,
-        )
-    return configs
-
-
-def _load_search_state(path: str) -> Any:
-    """The newest search state: the log's last whole record, or the single pickle an
-    earlier version wrote; None when missing or damaged (said, as for _load_pickle)."""
-    data = _read_file(path)
-    if data is None or not is_search_log(data):
-        return _load_pickle(path)
-    try:
-        record = last_search_record(data)
-        return None if record is None else cloudpickle.loads(record)
-    except Exception as e:  # a failed checksum
-        logger.warning("%s is damaged (%s: %s) and was not restored.", path, type(e).__name__, e)
-        return None
-
-
-def _load_pickle(path: str, *, damaged_ok: bool = True) -> Any:
-    """The object pickled in ``path``; None when missing, or damaged and ``damaged_ok``
-    (a plugin's state: the run goes on without it, and says so).
-
-    A damaged file (its checksum fails, or a bare pickle written before checksums fails
-    to load) is never unpickled into wrong values.
-
-    Raises:
-        DamagedStateError: Damaged, and not ``damaged_ok``.
-    """
-    data = _read_file(path)
-    if data is None:
-        return None
-    try:
-        return cloudpickle.loads(open_pickle(data))
-    except Exception as e:  # a failed checksum; UnpicklingError, EOFError from a bare one
-        if not damaged_ok:
-            raise DamagedStateError(f"{path} is damaged ({type(e).__name__}: {e})") from e
-        logger.warning("%s is damaged (%s: %s) and was not restored.", path, type(e).__name__, e)
-        return None
 
 
 def load_trials(

@@ -11,13 +11,14 @@ import sys
 import pytest
 
 import fasttune as tune
-from fasttune._internal.experiment_state import SEARCH_STATE_FILE, _load_search_state
+from fasttune._internal.experiment_state import SEARCH_STATE_FILE
 from fasttune._internal.search_state_log import (
     SEARCH_LOG_HEADER,
     SearchStateLog,
     frame_search_record,
     last_search_record,
 )
+from fasttune._internal.state_files import load_search_state
 from fasttune._internal.state_framing import DamagedStateError, seal_pickle
 from tests.runner._killed_in_search_save import make_tuner
 
@@ -73,9 +74,9 @@ def test_a_single_pickle_written_by_an_earlier_version_is_still_read(tmp_path):
     path = tmp_path / SEARCH_STATE_FILE
     state = {"num_trials": 3, "completed_bits": b"", "state": {"a": 1}}
     path.write_bytes(seal_pickle(pickle.dumps(state)))
-    assert _load_search_state(str(path)) == state
+    assert load_search_state(str(path)) == state
     path.write_bytes(pickle.dumps(state))  # before checksums: a bare pickle
-    assert _load_search_state(str(path)) == state
+    assert load_search_state(str(path)) == state
 
 
 def _configs(grid) -> list[tuple[float, int]]:
