@@ -15,7 +15,6 @@ from fasttune._internal.executor_choice import (
     runs_inline,
     start_fork_server,
     started_local_executor,
-    trainable_imports,
 )
 from fasttune._internal.experiment_folder import (
     has_state_but_no_tuner,
@@ -97,9 +96,7 @@ class Tuner:
         self._trainable_blob = (
             None if runs_inline(_executor) else pickle_trainable(self._trainable_cls)[0]
         )
-        self._warm_executor = (
-            started_local_executor(trainable_imports(self._trainable_blob)) if local else None
-        )
+        self._warm_executor = started_local_executor(self._trainable_blob) if local else None
         self._param_space = param_space if param_space is not None else {}
         self._tune_config = tune_config or TuneConfig()
         self._run_config = run_config or RunConfig()
@@ -185,9 +182,7 @@ class Tuner:
         if self._restore:
             _check_same_trainable(self._trainable_cls, self._restore["trainable_name"])
         executor = (
-            self._executor
-            or self._take_warm_executor()
-            or default_executor(trainable_imports(self._trainable_blob))
+            self._executor or self._take_warm_executor() or default_executor(self._trainable_blob)
         )
         prestart(executor, self._trainable_cls)
         # Pickled before the plugins are configured, so that a restore gets them as

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 
@@ -37,19 +36,18 @@ def start_fork_server() -> None:
     start()
 
 
-def started_local_executor(preload: Sequence[str] = ()) -> Any:
+def started_local_executor(trainable_blob: bytes | None = None) -> Any:
     """A local executor, its fork server and first worker already starting.
 
     Args:
-        preload: Modules the fork server imports before forking that worker (see
-            :func:`trainable_imports`).
+        trainable_blob: The pickled trainable: the fork server imports what it names
+            before forking that worker (see :func:`trainable_imports`).
     """
-    from fasttune.executors import start_fork_server
-
     start_fork_server()  # first: the server's start overlaps the imports below
     from fasttune.executors.local import LocalExecutor
 
     executor = LocalExecutor()
+    preload = trainable_imports(trainable_blob)
     if preload:
         executor.preload_modules(*preload)
     executor.warm_up()
@@ -84,7 +82,7 @@ def trainable_imports(trainable_blob: bytes | None) -> list[str]:
     return modules
 
 
-def default_executor(preload: Sequence[str] = ()) -> Any:
+def default_executor(trainable_blob: bytes | None = None) -> Any:
     """The local process executor, its first worker already starting; the inline
     executor when ``FASTTUNE_EXECUTOR=inline``; the Ray executor when a Ray cluster
     is chosen (``fasttune.init(address=...)``, ``FASTTUNE_ADDRESS``, or a ``ray.init()``
@@ -103,7 +101,7 @@ def default_executor(preload: Sequence[str] = ()) -> Any:
     from fasttune._support.supported_platform import require_local_workers
 
     require_local_workers()  # a clear error on Windows, before the fork server is imported
-    return started_local_executor(preload)
+    return started_local_executor(trainable_blob)
 
 
 def prestart(executor: Any, trainable_cls: Any) -> None:
