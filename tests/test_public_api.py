@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 
@@ -77,3 +78,27 @@ def test_import_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_local_run_leaves_slow_stdlib_modules_unimported(tmp_path):
+    """A local run, in the driver and in the workers, imports none of the standard
+    modules its usual path does not need and that cost milliseconds of every start:
+    hashlib (loads OpenSSL), tarfile, html (its entity table), decimal."""
+    slow = ("hashlib", "tarfile", "html", "decimal")
+    code = (
+        "import json, sys, fasttune as tune\n"
+        f"SLOW = {slow!r}\n"
+        "def trainable(config):\n"
+        "    tune.report({'x': config['x'], 'worker': [m for m in SLOW if m in sys.modules]})\n"
+        "grid = tune.Tuner(trainable, param_space={'x': tune.grid_search([1, 2])},\n"
+        f"    run_config=tune.RunConfig(storage_path={str(tmp_path)!r}, verbose=1)).fit()\n"
+        "driver = [m for m in SLOW if m in sys.modules]\n"
+        "workers = sorted({m for r in grid for m in r.metrics['worker']})\n"
+        "print(json.dumps({'errors': len(grid.errors), 'driver': driver, 'workers': workers}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "errors": 0,
+        "driver": [],
+        "workers": [],
+    }

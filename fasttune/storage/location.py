@@ -17,7 +17,6 @@ default under ``~/fasttune_results/_staging``
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import sys
@@ -137,6 +136,8 @@ def staging_root() -> str:
 def staging_dir(name: str, uri: str) -> str:
     """The staging directory of the remote experiment ``uri``: one per URL, so that two
     experiments of the same name in different buckets never share one."""
+    import hashlib  # here: loading OpenSSL costs 3-10 ms of every start
+
     digest = hashlib.sha1(uri.encode("utf-8")).hexdigest()[:10]
     return os.path.join(staging_root(), f"{name}-{digest}")
 

@@ -13,7 +13,6 @@ from one commit (and a new writer deletes the keys a dead one left unnamed).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -166,5 +165,7 @@ def _stamp(path: str) -> tuple[Any, ...] | None:
         return None
     if st.st_size > _DIGEST_LIMIT:
         return ("stat", st.st_size, st.st_ino, st.st_mtime_ns)
+    import hashlib  # here: loading OpenSSL costs 3-10 ms of every start
+
     with open(path, "rb") as f:
         return ("content", st.st_size, hashlib.blake2b(f.read(), digest_size=16).digest())
