@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import errno
 import logging
 import os
@@ -17,11 +16,9 @@ from fasttune._internal.executor_choice import (
     started_local_executor,
 )
 from fasttune._internal.experiment_folder import (
-    has_state_but_no_tuner,
     holds_results,
     move_earlier_run_aside,
     remove_cut_writes,
-    saved_from_folders,
 )
 from fasttune.config import RunConfig
 from fasttune.storage.experiment_lock import ExperimentInUseError, ExperimentLock
@@ -180,7 +177,9 @@ class Tuner:
         from fasttune.results import ExperimentAnalysis, ResultGrid
 
         if self._restore:
-            _check_same_trainable(self._trainable_cls, self._restore["trainable_name"])
+            from fasttune._internal.restore_source import check_same_trainable
+
+            check_same_trainable(self._trainable_cls, self._restore["trainable_name"])
         executor = (
             self._executor or self._take_warm_executor() or default_executor(self._trainable_blob)
         )
@@ -333,18 +332,9 @@ class Tuner:
                 ``storage_filesystem``.
             storage_filesystem: The filesystem ``path`` is on (fsspec or pyarrow).
         """
-        from fasttune._internal.experiment_state import SNAPSHOT_FILE, TUNER_FILE
-        from fasttune.storage.location import locate_experiment
-        from fasttune.storage.state_commit import read_manifest
+        from fasttune._internal.restore_source import can_restore
 
-        storage = locate_experiment(path, storage_filesystem, owner="Tuner.can_restore")
-        if storage.is_remote:
-            manifest = read_manifest(storage.filesystem, storage.path)
-            return manifest is not None and {SNAPSHOT_FILE, TUNER_FILE} <= set(manifest["files"])
-        # tuner.pkl is the first file a run writes: with it, the run can go on. The other
-        # state files are rebuilt when missing (the journal, the base records and the trial
-        # folders stand in for the snapshot; none at all: killed before its first one).
-        return os.path.exists(os.path.join(storage.path, TUNER_FILE))
+        return can_restore(path, storage_filesystem)
 
     @classmethod
     def restore(
@@ -382,95 +372,29 @@ class Tuner:
             storage_filesystem: The filesystem ``path`` is on (fsspec or pyarrow), as
                 ``RunConfig(storage_filesystem=...)``; inferred from ``path`` if omitted.
         """
-        from fasttune._internal.experiment_state import ExperimentStateStore
-        from fasttune._internal.state_framing import DamagedStateError
-        from fasttune.storage.location import locate_experiment
+        from fasttune._internal.restore_source import (
+            load_trials_to_continue,
+            read_saved_experiment,
+        )
 
-        storage = locate_experiment(path, storage_filesystem)
-        if storage.is_remote:  # refused at once while a live driver runs it
-            from fasttune.storage.experiment_lease import check_lease
-
-            check_lease(storage.filesystem, storage.path, storage.uri)
-        without_tuner = False
-        if not cls.can_restore(path, storage_filesystem) or (
-            storage.is_remote and not _download_experiment(storage)
-        ):
-            if storage.is_remote or not has_state_but_no_tuner(storage.path):
-                raise ValueError(
-                    f"Tuner.restore(path={storage.uri!r}): no fasttune experiment there. Pass "
-                    "the directory printed when the experiment started "
-                    "(<storage_path>/<name>)."
-                )
-            if param_space is None:
-                raise ValueError(
-                    f"Tuner.restore(path={storage.uri!r}): the experiment's tuner.pkl (its "
-                    "param_space and configs) is missing, so the run cannot be continued "
-                    "from it alone. Its trials and results are intact: read them with "
-                    f"fasttune.ExperimentAnalysis({storage.uri!r}), or continue the run from "
-                    "its trial folders with Tuner.restore(path, trainable=..., "
-                    "param_space=<the run's param_space>)."
-                )
-            without_tuner = True
-        path = storage.local_path
-        store = ExperimentStateStore(path)
-        if not without_tuner:
-            try:
-                saved = store.load_tuner()
-            except DamagedStateError as damage:
-                if param_space is None:
-                    raise ValueError(
-                        f"Tuner.restore(path={storage.uri!r}): {damage}, so the run cannot "
-                        "be continued from it alone. Its trials and results are intact: "
-                        f"read them with fasttune.ExperimentAnalysis({storage.uri!r}), or "
-                        "continue the run from its trial folders with Tuner.restore(path, "
-                        "trainable=..., param_space=<the run's param_space>)."
-                    ) from None
-                logger.warning("%s; the run goes on from its trial folders.", damage)
-                without_tuner = True
-        if without_tuner:
-            saved = saved_from_folders(store)
-        if "inputs" in saved:
-            import cloudpickle
-
-            saved = {**cloudpickle.loads(saved["inputs"]), **saved}
-        tune_config = saved.get("tune_config") or TuneConfig()
-        run_config = copy.copy(saved.get("run_config") or RunConfig())
-        run_config.name = storage.name
-        if storage.is_remote:
-            root = storage.path if storage_filesystem is not None else storage.uri
-            run_config.storage_path = root.rstrip("/").rpartition("/")[0]
-            run_config.storage_filesystem = storage_filesystem
-        else:
-            run_config.storage_path = os.path.dirname(path)
-            run_config.storage_filesystem = None
-        space = param_space if param_space is not None else saved.get("param_space")
-        if space is None:
-            raise ValueError(
-                "The saved param_space could not be pickled; pass it again with "
-                "Tuner.restore(..., param_space=...)."
-            )
+        experiment = read_saved_experiment(path, storage_filesystem, param_space)
         tuner = cls(
             trainable,
-            param_space=space,
-            tune_config=tune_config,
-            run_config=run_config,
+            param_space=experiment.param_space,
+            tune_config=experiment.tune_config,
+            run_config=experiment.run_config,
             _executor=_executor,
             _restoring=True,
         )
-        if param_space is not None:
-            _check_same_param_keys(param_space, saved.get("param_space"))
-        loaded = saved.get("loaded") or store.load()
-        if storage.is_remote:
-            _download_trial_files(storage, loaded)
         tuner._restore = {
-            "storage": storage,
-            "experiment_hash": saved["experiment_hash"],
-            "loaded": loaded,
+            "storage": experiment.storage,
+            "experiment_hash": experiment.saved["experiment_hash"],
+            "loaded": load_trials_to_continue(experiment, param_space),
             "resume_unfinished": resume_unfinished,
             "resume_errored": resume_errored,
             "restart_errored": restart_errored,
             # checked by fit(): reading the results back needs no trainable
-            "trainable_name": saved.get("trainable_name"),
+            "trainable_name": experiment.saved.get("trainable_name"),
         }
         return tuner
 
@@ -487,61 +411,6 @@ class Tuner:
         )
 
 
-def _check_same_trainable(trainable_cls: Any, saved_name: str | None) -> None:
-    """Refuse to run a restored experiment with another trainable (as Ray: by name).
-
-    Checked when the restored run is fitted (Ray checks in ``Tuner.restore``), so that
-    ``Tuner.restore(path, trainable=...).get_results()`` reads any experiment back.
-
-    Raises:
-        ValueError: The names differ.
-    """
-    name = getattr(trainable_cls, "_name", None) or trainable_cls.__name__
-    if saved_name is not None and name != saved_name:
-        raise ValueError(
-            f"Tuner.restore(trainable=...) got the trainable {name!r}, but the experiment "
-            f"ran {saved_name!r}: pass the same trainable the Tuner was built with (a new "
-            "trainable is a new experiment: Tuner(...).fit())."
-        )
-
-
-def _check_same_param_keys(param_space: dict[str, Any], saved_space: Any) -> None:
-    """Refuse a restore ``param_space`` whose (flattened) keys differ from the run's.
-
-    Passing it again is meant to refresh values that could not be pickled, not to add
-    or drop hyperparameters; as Ray, only the keys are compared.
-
-    Raises:
-        ValueError: The keys differ; the message lists both sets.
-    """
-    if not isinstance(saved_space, dict):
-        return  # not saved (it could not be pickled): nothing to compare with
-    keys, saved_keys = sorted(_param_keys(param_space)), sorted(_param_keys(saved_space))
-    if keys != saved_keys:
-        added = sorted(set(keys) - set(saved_keys))
-        missing = sorted(set(saved_keys) - set(keys))
-        raise ValueError(
-            "Tuner.restore(param_space=...) must have the keys of the param_space the "
-            "experiment ran with: pass it again only to refresh values, not to search "
-            f"other hyperparameters. The run had {saved_keys}; this one has {keys}"
-            + (f" (new: {added})" if added else "")
-            + (f" (missing: {missing})" if missing else "")
-            + "."
-        )
-
-
-def _param_keys(space: dict[str, Any], prefix: str = "") -> list[str]:
-    """The ``/``-joined key paths of a param_space (a grid_search is one value)."""
-    keys = []
-    for key, value in space.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and value and set(value) != {"grid_search"}:
-            keys.extend(_param_keys(value, f"{path}/"))
-        else:
-            keys.append(path)
-    return keys
-
-
 def _remote_lease(storage: Any) -> Any:
     """The lease of a remote experiment, taken (None for local storage: the lock does).
 
@@ -555,26 +424,3 @@ def _remote_lease(storage: Any) -> Any:
     lease = ExperimentLease(storage.filesystem, storage.path, storage.uri)
     lease.acquire()
     return lease
-
-
-def _download_experiment(storage: Any) -> bool:
-    """Download the committed state of a remote experiment into a fresh staging
-    directory; False if storage holds none."""
-    from fasttune.storage.location import reset_staging
-    from fasttune.storage.state_commit import download_state
-
-    reset_staging(storage)
-    return download_state(storage.filesystem, storage.path, storage.local_path) is not None
-
-
-def _download_trial_files(storage: Any, loaded: Any) -> None:
-    """Download the result files of the trials that may run again (all but the
-    terminated ones), which the driver appends to; checkpoints stay in storage."""
-    from fasttune.experiment.trial import TrialStatus
-
-    again = [
-        os.path.join(storage.local_path, state["relative_logdir"])
-        for state in loaded.trials
-        if state["status"] != TrialStatus.TERMINATED.value and state.get("relative_logdir")
-    ]
-    storage.mirror.fetch_files(again)
