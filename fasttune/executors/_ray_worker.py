@@ -22,11 +22,12 @@ from typing import Any
 from fasttune._support.pickling import dumps
 from fasttune.executors._trial_output import TrialOutput
 from fasttune.executors.base import Event
-from fasttune.executors.worker_loop import START, Command, TransportClosed, WorkerLoop
+from fasttune.executors.worker_commands import START, Command, TransportClosed
+from fasttune.executors.worker_loop import WorkerLoop
 
 
 class OutboxTransport:
-    """A :class:`~fasttune.executors.worker_loop.Transport` that collects pickled events.
+    """A :class:`~fasttune.executors.worker_commands.Transport` that collects pickled events.
 
     Events are pickled as they are sent, so a result that cannot be pickled fails its
     trial in the worker loop (as over a pipe) rather than the whole ``step`` call.

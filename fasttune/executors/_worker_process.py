@@ -10,7 +10,8 @@ from multiprocessing.connection import Connection
 
 from fasttune._support.pickling import dumps
 from fasttune.executors.base import Event
-from fasttune.executors.worker_loop import Command, TransportClosed, WorkerLoop
+from fasttune.executors.worker_commands import Command, TransportClosed
+from fasttune.executors.worker_loop import WorkerLoop
 from fasttune.logger.noop import NoopLogger
 
 TARGET = "fasttune.executors._worker_process:worker_main"
@@ -18,7 +19,7 @@ WARM_UP = "fasttune.executors._worker_process:warm_up"
 
 
 class PipeTransport:
-    """A :class:`~fasttune.executors.worker_loop.Transport` over a ``Connection``."""
+    """A :class:`~fasttune.executors.worker_commands.Transport` over a ``Connection``."""
 
     def __init__(self, conn: Connection):
         self._conn = conn

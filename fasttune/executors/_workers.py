@@ -11,7 +11,7 @@ from selectors import BaseSelector
 from fasttune._support.pickling import dumps
 from fasttune.executors import _forkserver
 from fasttune.executors.base import TrialLaunch
-from fasttune.executors.worker_loop import EXIT
+from fasttune.executors.worker_commands import EXIT
 
 SHUTDOWN_GRACE_S = 1.0
 

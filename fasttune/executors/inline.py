@@ -22,16 +22,16 @@ from fasttune.executors.base import (
     TrialStarted,
     TrialStopped,
 )
-from fasttune.executors.worker_loop import (
+from fasttune.executors.worker_commands import (
     GRANT,
     SAVE,
     START,
     STOP,
     Command,
     TransportClosed,
-    WorkerLoop,
     warn_reset_once,
 )
+from fasttune.executors.worker_loop import WorkerLoop
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from fasttune.executors.base import (
     TrialStarted,
     TrialStopped,
 )
-from fasttune.executors.worker_loop import (
+from fasttune.executors.worker_commands import (
     EXIT,
     GRANT,
     SAVE,

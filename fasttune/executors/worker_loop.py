@@ -1,10 +1,10 @@
 """The worker-side loop shared by every executor: host one Trainable, obey commands.
 
 A :class:`WorkerLoop` hosts at most one Trainable at a time. It reads commands
-(``(op, argument)`` tuples, see ``START``...``EXIT``) from a :class:`Transport` and
-sends :mod:`~fasttune.executors.base` events back through it. Executors differ only
-in the transport: a pipe to a worker process (:mod:`~fasttune.executors.local`) or
-in-process queues (:mod:`~fasttune.executors.inline`).
+(:mod:`~fasttune.executors.worker_commands`) from a transport and sends
+:mod:`~fasttune.executors.base` events back through it. Executors differ only in the
+transport: a pipe to a worker process (:mod:`~fasttune.executors.local`), in-process
+queues (:mod:`~fasttune.executors.inline`) or a Ray actor's calls.
 
 Events of one trial are sent in this order: ``TrialStarted``, then
 ``TrialResults``/``TrialSaved`` as they happen, then exactly one of
@@ -20,13 +20,12 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import cloudpickle
 
 from fasttune import result as R
 from fasttune.executors.base import (
-    Event,
     TrialFailed,
     TrialLaunch,
     TrialResults,
@@ -35,6 +34,16 @@ from fasttune.executors.base import (
     TrialStopped,
 )
 from fasttune.executors.flow_control import may_run, next_iteration_estimate, should_send
+from fasttune.executors.worker_commands import (
+    EXIT,
+    GRANT,
+    SAVE,
+    START,
+    STOP,
+    Command,
+    Transport,
+    TransportClosed,
+)
 from fasttune.experiment.metric_stats import stats_of
 from fasttune.logger.noop import NoopLogger
 from fasttune.logger.trial_result_files import TrialResultFiles
@@ -44,53 +53,11 @@ from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO
 
 logger = logging.getLogger(__name__)
 
-# Commands: ``(op, argument)`` tuples, small and cheap to pickle.
-START = "start"  # argument: TrialLaunch (blob empty when the worker has the key cached)
-GRANT = "grant"  # argument: int, more iterations the trial may run
-SAVE = "save"  # argument: None
-STOP = "stop"  # argument: None
-EXIT = "exit"  # argument: None; stop any Trainable and leave the loop
-
-Command = tuple[str, Any]
-
-# Logged once per trainable_key by the driver when a reused worker had to build a
-# fresh Trainable because ``reset`` returned False.
-RESET_WARNING = (
-    "Trainable %r does not implement reset_config(), so a reused worker built a fresh "
-    "Trainable instead (Ray Tune would fail here). Implement reset_config() to benefit "
-    "from TuneConfig(reuse_actors=True), or turn reuse off."
-)
-
-
-def warn_reset_once(log: logging.Logger, warned: set[str], key: str) -> None:
-    """Log :data:`RESET_WARNING` for ``key`` on ``log`` unless ``warned`` holds it (then add it)."""
-    if key not in warned:
-        warned.add(key)
-        log.warning(RESET_WARNING, key)
-
-
 _RUNNER_KEYS = frozenset((TRIAL_INFO, STDOUT_FILE, STDERR_FILE))
 
 # Exceptions of user code that become TrialFailed (KeyboardInterrupt is left alone
 # so that Ctrl-C still works with the inline executor).
 _TRIAL_ERRORS = (Exception, SystemExit)
-
-
-class TransportClosed(Exception):
-    """The driver's end of the transport is gone; the loop ends."""
-
-
-class Transport(Protocol):
-    """How a :class:`WorkerLoop` talks to its driver."""
-
-    def send(self, event: Event) -> None:
-        """Send one event (raise :class:`TransportClosed` if the driver is gone)."""
-
-    def poll(self) -> bool:
-        """True when a command is waiting (never blocks)."""
-
-    def recv(self) -> Command:
-        """The next command, waiting for it (raise :class:`TransportClosed` at EOF)."""
 
 
 class WorkerLoop:

@@ -23,7 +23,7 @@ from fasttune.executors import (
     TrialStarted,
     TrialStopped,
 )
-from fasttune.executors.worker_loop import RESET_WARNING
+from fasttune.executors.worker_commands import RESET_WARNING
 from fasttune.trainable import wrap_function
 from tests.executors._trainables import (
     Counter,

@@ -1,0 +1,55 @@
+"""What a driver and its workers say to each other, whatever carries it.
+
+A driver sends *commands*: ``(op, argument)`` tuples, small and cheap to pickle. A
+worker answers with the events of :mod:`fasttune.executors.base`. A :class:`Transport`
+carries both: a pipe to a worker process (:mod:`~fasttune.executors.local`), in-process
+queues (:mod:`~fasttune.executors.inline`) or a Ray actor's calls
+(:mod:`~fasttune.executors.ray_executor`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from fasttune.executors.base import Event
+
+START = "start"  # argument: TrialLaunch (blob empty when the worker has the key cached)
+GRANT = "grant"  # argument: int, more iterations the trial may run
+SAVE = "save"  # argument: None
+STOP = "stop"  # argument: None
+EXIT = "exit"  # argument: None; stop any Trainable and leave the loop
+
+Command = tuple[str, Any]
+
+# Logged once per trainable_key by the driver when a reused worker had to build a
+# fresh Trainable because ``reset`` returned False.
+RESET_WARNING = (
+    "Trainable %r does not implement reset_config(), so a reused worker built a fresh "
+    "Trainable instead (Ray Tune would fail here). Implement reset_config() to benefit "
+    "from TuneConfig(reuse_actors=True), or turn reuse off."
+)
+
+
+def warn_reset_once(log: logging.Logger, warned: set[str], key: str) -> None:
+    """Log :data:`RESET_WARNING` for ``key`` on ``log`` unless ``warned`` holds it (then add it)."""
+    if key not in warned:
+        warned.add(key)
+        log.warning(RESET_WARNING, key)
+
+
+class TransportClosed(Exception):
+    """The driver's end of the transport is gone; the loop ends."""
+
+
+class Transport(Protocol):
+    """How a worker talks to its driver."""
+
+    def send(self, event: Event) -> None:
+        """Send one event (raise :class:`TransportClosed` if the driver is gone)."""
+
+    def poll(self) -> bool:
+        """True when a command is waiting (never blocks)."""
+
+    def recv(self) -> Command:
+        """The next command, waiting for it (raise :class:`TransportClosed` at EOF)."""
