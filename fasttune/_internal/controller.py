@@ -18,11 +18,7 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._internal.controller_view import ControllerView
-from fasttune._internal.experiment_state import (
-    STATE_FILES,
-    CompletionBitmap,
-    ExperimentStateStore,
-)
+from fasttune._internal.experiment_state import ExperimentStateStore
 from fasttune._internal.failure import (
     FailureAction,
     exception_of,
@@ -36,6 +32,7 @@ from fasttune._internal.launcher import make_launch, resume_point
 from fasttune._internal.plugin_requests import apply_request
 from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline
 from fasttune._internal.run_spec import RunSpec
+from fasttune._internal.state_layout import STATE_FILES, CompletionBitmap
 from fasttune._internal.trial_lifecycle import StopIntent, TrialLifecycle
 from fasttune.executors.base import (
     TrialFailed,

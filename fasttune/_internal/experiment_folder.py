@@ -48,12 +48,7 @@ def saved_from_folders(store: Any) -> dict[str, Any]:
 
 
 def has_state_but_no_tuner(path: str) -> bool:
-    from fasttune._internal.experiment_state import (
-        BASE_FILE,
-        JOURNAL_FILE,
-        SNAPSHOT_FILE,
-        TUNER_FILE,
-    )
+    from fasttune._internal.state_layout import BASE_FILE, JOURNAL_FILE, SNAPSHOT_FILE, TUNER_FILE
     from fasttune._internal.state_recovery import has_trial_folder
 
     if os.path.exists(os.path.join(path, TUNER_FILE)):
@@ -67,7 +62,7 @@ def has_state_but_no_tuner(path: str) -> bool:
 def remove_cut_writes(path: str) -> None:
     """Remove the temp files of state writes a killed driver left unfinished
     (``.tuner.pkl.<id>.tmp``...): with the lock held, nothing else writes them."""
-    from fasttune._internal.experiment_state import STATE_FILES
+    from fasttune._internal.state_layout import STATE_FILES
 
     try:
         names = os.listdir(path)
@@ -90,7 +85,7 @@ def holds_results(path: str) -> bool:
     A lone ``tuner.pkl`` (a ``Tuner`` built but never run, or a run killed before its
     first trial) holds nothing a new run could lose.
     """
-    from fasttune._internal.experiment_state import STATE_FILES, TUNER_FILE
+    from fasttune._internal.state_layout import STATE_FILES, TUNER_FILE
     from fasttune._internal.state_recovery import has_trial_folder
 
     return any(
@@ -106,7 +101,7 @@ def move_earlier_run_aside(path: str) -> str:
     """
     from datetime import datetime
 
-    from fasttune._internal.experiment_state import SNAPSHOT_FILE, TUNER_FILE
+    from fasttune._internal.state_layout import SNAPSHOT_FILE, TUNER_FILE
 
     stamps = [
         os.path.getmtime(os.path.join(path, name))

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from fasttune import result as R
-from fasttune._internal.experiment_state import LoadedExperiment
 from fasttune._internal.launcher import resume_point
+from fasttune._internal.state_loading import LoadedExperiment
 from fasttune._internal.trial_state import trial_from_state
 from fasttune.experiment.trial import Trial, TrialStatus
 

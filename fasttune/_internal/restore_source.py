@@ -45,7 +45,7 @@ class SavedExperiment:
 
 def can_restore(path: str | os.PathLike[str], storage_filesystem: Any = None) -> bool:
     """True if ``path`` holds an experiment that ``Tuner.restore`` can continue."""
-    from fasttune._internal.experiment_state import SNAPSHOT_FILE, TUNER_FILE
+    from fasttune._internal.state_layout import SNAPSHOT_FILE, TUNER_FILE
     from fasttune.storage.location import locate_experiment
     from fasttune.storage.state_commit import read_manifest
 

@@ -92,7 +92,7 @@ class ExperimentAnalysis:
     _unpickle_configs = True
 
     def _load_trials(self) -> list[Trial]:
-        from fasttune._internal.experiment_state import load_trials
+        from fasttune._internal.state_loading import load_trials
 
         path = self._experiment_fs_path
         fs = self._fs

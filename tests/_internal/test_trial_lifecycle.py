@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from fasttune._internal.experiment_state import ExperimentStateStore, load_trials
+from fasttune._internal.experiment_state import ExperimentStateStore
+from fasttune._internal.state_loading import load_trials
 from fasttune._internal.trial_lifecycle import (
     ALLOWED_TRANSITIONS,
     InvalidTransition,

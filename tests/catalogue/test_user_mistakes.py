@@ -581,7 +581,7 @@ def test_a_user_mistake_gets_a_clear_error(tmp_path, what, make, kind, pattern):
 
 def _assert_no_data_lost(tmp: str, what: str) -> None:
     """Every experiment folder under ``tmp`` is intact and restorable, or cleanly absent."""
-    from fasttune._internal.experiment_state import STATE_FILES, TUNER_FILE
+    from fasttune._internal.state_layout import STATE_FILES, TUNER_FILE
     from fasttune._internal.state_recovery import has_trial_folder
 
     for root, dirs, names in os.walk(tmp):

@@ -194,7 +194,7 @@ def test_each_state_file_deleted_in_turn_loses_no_started_trial(copy, name, capl
     """Every file but tuner.pkl (its own test): the run finishes every trial that
     had started; a never-started trial whose config went with the configs log ends in
     ERROR saying so, never with an empty config."""
-    from fasttune._internal.experiment_state import STATE_FILES
+    from fasttune._internal.state_layout import STATE_FILES
 
     assert name in STATE_FILES
     started = {n for n in os.listdir(copy) if os.path.isdir(os.path.join(copy, n)) and "_" in n}
@@ -339,7 +339,7 @@ def test_trial_folders_alone_rebuild_the_results(copy, crashed, tmp_path):
     """Every state file deleted: the trials that had started are rebuilt from their
     folders (config, results, checkpoints), resume and finish with the configs they
     had; restoring without the param_space says what to pass."""
-    from fasttune._internal.experiment_state import STATE_FILES
+    from fasttune._internal.state_layout import STATE_FILES
 
     reference = str(tmp_path / "reference")
     shutil.copytree(crashed, reference)
@@ -446,7 +446,7 @@ def test_an_experiment_written_before_checksums_still_restores(copy, caplog):
 def test_a_new_fit_moves_trial_folders_left_without_state_aside(copy, caplog):
     """Trial folders whose state files were lost are an earlier run still (they restore
     with the param_space): a new fit with the same name keeps them apart."""
-    from fasttune._internal.experiment_state import STATE_FILES
+    from fasttune._internal.state_layout import STATE_FILES
     from tests.runner._driver_script import make_tuner
 
     for name in STATE_FILES:

@@ -5,13 +5,9 @@ from __future__ import annotations
 import os
 
 import fasttune as tune
-from fasttune._internal.experiment_state import (
-    BASE_FILE,
-    JOURNAL_FILE,
-    SNAPSHOT_FILE,
-    ExperimentStateStore,
-    load_trials,
-)
+from fasttune._internal.experiment_state import ExperimentStateStore
+from fasttune._internal.state_layout import BASE_FILE, JOURNAL_FILE, SNAPSHOT_FILE
+from fasttune._internal.state_loading import load_trials
 
 
 def chatty(config):

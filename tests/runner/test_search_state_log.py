@@ -11,7 +11,6 @@ import sys
 import pytest
 
 import fasttune as tune
-from fasttune._internal.experiment_state import SEARCH_STATE_FILE
 from fasttune._internal.search_state_log import (
     SEARCH_LOG_HEADER,
     SearchStateLog,
@@ -20,6 +19,7 @@ from fasttune._internal.search_state_log import (
 )
 from fasttune._internal.state_files import load_search_state
 from fasttune._internal.state_framing import DamagedStateError, seal_pickle
+from fasttune._internal.state_layout import SEARCH_STATE_FILE
 from tests.runner._killed_in_search_save import make_tuner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import os
 
-from fasttune._internal.experiment_state import (
+from fasttune._internal.experiment_state import ExperimentStateStore
+from fasttune._internal.state_framing import read_lines
+from fasttune._internal.state_layout import (
     BASE_FILE,
     JOURNAL_FILE,
     SNAPSHOT_FILE,
     CompletionBitmap,
-    ExperimentStateStore,
     positions_in_bitmap,
 )
-from fasttune._internal.state_framing import read_lines
 from fasttune.experiment.trial import Trial, TrialStatus
 
 
