@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fasttune.storage.filesystem import FileSystem, FsspecFileSystem, get_fs_and_path
+from fasttune.storage.filesystem import FileSystem, get_fs_and_path
+from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 
 _METADATA_FILE = ".metadata.json"
 

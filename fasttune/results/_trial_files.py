@@ -19,7 +19,8 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune.error import TrialError
-from fasttune.storage.filesystem import FileSystem, FsspecFileSystem, get_fs_and_path
+from fasttune.storage.filesystem import FileSystem, get_fs_and_path
+from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 
 logger = logging.getLogger(__name__)
 

@@ -2,7 +2,6 @@
 
 from fasttune.storage.filesystem import (
     FileSystem,
-    FsspecFileSystem,
     LocalFileSystem,
     atomic_open,
     atomic_write_bytes,
@@ -11,6 +10,7 @@ from fasttune.storage.filesystem import (
     get_fs_and_path,
     is_url,
 )
+from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 
 __all__ = [
     "FileSystem",

@@ -39,7 +39,8 @@ from datetime import datetime
 from typing import Any
 
 from fasttune.storage.experiment_lock import ExperimentInUseError
-from fasttune.storage.filesystem import FileSystem, FsspecFileSystem
+from fasttune.storage.filesystem import FileSystem
+from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 
 logger = logging.getLogger(__name__)
 

@@ -27,12 +27,8 @@ from typing import Any
 from fasttune._support.imports import MissingDependencyError
 from fasttune.storage.defaults import default_local_dir, default_storage_path
 from fasttune.storage.experiment_lock import ExperimentLock
-from fasttune.storage.filesystem import (
-    FileSystem,
-    FsspecFileSystem,
-    is_url,
-    local_filesystem,
-)
+from fasttune.storage.filesystem import FileSystem, is_url, local_filesystem
+from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 from fasttune.storage.mirror import StorageMirror
 
 STAGING_DIR_ENV = "FASTTUNE_STAGING_DIR"

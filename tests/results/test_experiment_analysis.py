@@ -10,7 +10,7 @@ import pytest
 
 from fasttune.experiment.trial import TrialStatus
 from fasttune.results import ExperimentAnalysis
-from fasttune.storage.filesystem import FsspecFileSystem
+from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 
 # Five trials whose winners differ by scope and mode (checked by ``test_scopes_discriminate``).
 SCORES = {

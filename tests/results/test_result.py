@@ -18,7 +18,7 @@ from fasttune.error import TrialError, TuneError
 from fasttune.logger.csv import CSVResultWriter
 from fasttune.logger.json import write_params
 from fasttune.results import Result
-from fasttune.storage.filesystem import FsspecFileSystem
+from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 
 
 def test_from_path_reads_metrics_config_and_checkpoints(make_trial):

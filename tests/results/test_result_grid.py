@@ -187,7 +187,7 @@ def test_repr(mixed, experiment_dir):
 
 def test_checkpoints_of_a_remote_experiment(mixed, experiment_dir):
     fsspec = pytest.importorskip("fsspec")
-    from fasttune.storage.filesystem import FsspecFileSystem
+    from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 
     fs = FsspecFileSystem(fsspec.filesystem("memory"))
     fs.upload_dir(experiment_dir, "/grid_test/exp")
