@@ -165,8 +165,6 @@ def test_native_optuna_space_nested_through_the_tuner(run_tuner):
         assert result.config["model"]["act"] == "relu"
 
 
-# Fails in the spec builder (it adopts the searcher's list metric as the run's single
-# metric); remove the mark once configure_plugins only adopts str metrics.
 def test_multi_objective_through_the_tuner(run_tuner):
     def fn(config):
         tune.report({"a": config["x"] ** 2, "b": (config["x"] - 1) ** 2})
