@@ -51,14 +51,7 @@ from fasttune.executors.base import (
     TrialStarted,
     TrialStopped,
 )
-from fasttune.executors.worker_commands import (
-    GRANT,
-    SAVE,
-    START,
-    STOP,
-    Command,
-    warn_reset_once,
-)
+from fasttune.executors.worker_commands import GRANT, SAVE, START, STOP, Command, warn_reset_once
 from fasttune.trainable.util import share_parameters_with
 
 logger = logging.getLogger(__name__)
