@@ -6,7 +6,6 @@ reading them back is :mod:`fasttune._internal.state_loading`'s job.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable
@@ -15,9 +14,7 @@ from typing import Any
 import cloudpickle
 
 from fasttune._internal.search_state_log import SearchStateLog
-from fasttune._internal.state_files import (
-    load_pickle,
-)
+from fasttune._internal.state_files import load_pickle
 from fasttune._internal.state_framing import (
     CONFIGS_HEADER,
     frame_blob,
@@ -42,8 +39,6 @@ from fasttune._internal.state_loading import LoadedExperiment, load_state
 from fasttune._support.encoding import encode_result_line
 from fasttune._support.pickling import dumps
 from fasttune.storage.filesystem import atomic_write_bytes
-
-logger = logging.getLogger(__name__)
 
 
 def trial_state(trial: Any) -> dict[str, Any]:
