@@ -37,7 +37,6 @@ from fasttune._internal.state_layout import (
     positions_in_bitmap,
 )
 from fasttune._internal.state_recovery import pending_records, records_from_folders
-from fasttune._internal.trial_state import trial_from_state
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +203,9 @@ def load_trials(
             ``params.json``): given, nothing is unpickled; else the configs log (or
             each trial's ``params.pkl``) gives the exact configs.
     """
+    # Here, not at the top: a run writes state files but rebuilds no Trial from them.
+    from fasttune._internal.trial_state import trial_from_state
+
     pickles = read_config is None
     loaded, _ = load_state(experiment_path, pickles=pickles, plugin_states=False)
     home = trials_path or experiment_path
