@@ -10,6 +10,7 @@ import csv
 import io
 import logging
 import os
+from collections.abc import Iterable
 from typing import Any
 
 from fasttune._support.flatten import flatten_result
@@ -43,6 +44,13 @@ class _Lines:
         data = _encode("".join(self.lines))
         self.lines.clear()
         return data
+
+
+def format_row(values: Iterable[Any]) -> str:
+    """One row's text, as :class:`CSVResultWriter` writes it (with its line end)."""
+    sink = _Lines()
+    csv.writer(sink, lineterminator=_LINE_END).writerow(values)
+    return sink.lines[0]
 
 
 def _encode(text: str) -> bytes:
@@ -108,12 +116,18 @@ class CSVResultWriter:
         self._fieldnames = fieldnames
         self._known = set(fieldnames)
 
-    def write_result(self, result: dict[str, Any], flat: dict[str, Any] | None = None) -> None:
+    def write_result(
+        self, result: dict[str, Any], flat: dict[str, Any] | None = None
+    ) -> str | None:
         """Append ``result`` as one row, extending the header first if it has new keys.
 
         Args:
             result: The result.
             flat: ``result`` already flattened with "/" and without ``config``, if known.
+
+        Returns:
+            The row's text when the flattened keys are the columns in order (then
+            :meth:`write_row` takes rows of such results); None otherwise.
         """
         out = self._out or self._open()
         if flat is None:
@@ -129,11 +143,34 @@ class CSVResultWriter:
                 if new:
                     out = self._extend_header(new)
             self._keys_are_columns = list(keys) == self._fieldnames
+        row = None
         if self._keys_are_columns:
             self._csv.writerow(flat.values())
+            row = self._sink.lines[-1]
         else:
             get = flat.get
             self._csv.writerow([get(k, "") for k in self._fieldnames])  # type: ignore[union-attr]
+        self._hand_over_if_due(out)
+        return row
+
+    def write_row(self, keys: tuple[str, ...], row: str) -> bool:
+        """Append ``row``, the text of a result whose flattened keys are ``keys``.
+
+        Only when ``keys`` are the columns of the last row :meth:`write_result` wrote
+        (and returned the text of); otherwise nothing is written.
+
+        Returns:
+            Whether the row was written.
+        """
+        out = self._out
+        if out is None or not self._keys_are_columns or keys != self._last_keys:
+            return False
+        self._sink.lines.append(row)
+        self._hand_over_if_due(out)
+        return True
+
+    def _hand_over_if_due(self, out: LineAppender) -> None:
+        """Hand the collected rows over now unless buffered and fewer than the bound."""
         if not self._buffered or len(self._sink.lines) >= _MAX_ROWS_PENDING:
             out.append(self._sink.take())
 

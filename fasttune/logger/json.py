@@ -31,7 +31,7 @@ def write_params(logdir: str, config: Any) -> dict[str, Any]:
 
     ``params.json`` is indented, key-sorted JSON in which values JSON cannot hold
     are converted (see :class:`SafeFallbackEncoder`); ``params.pkl`` is the exact
-    config, cloudpickled.
+    config, pickled (with cloudpickle where plain pickle cannot load it elsewhere).
 
     Args:
         logdir: The trial directory (created if missing).
@@ -40,15 +40,13 @@ def write_params(logdir: str, config: Any) -> dict[str, Any]:
     Returns:
         The config as a dict.
     """
-    import cloudpickle  # a core dependency, imported on first use to keep imports light
+    from fasttune._support.pickling import dumps  # imports cloudpickle: on first use
 
     config = _as_dict(config)
     # Atomic (never torn) but not fsynced: one per trial start, on the hot path of
     # short trials; the experiment state is what must survive a power loss.
     atomic_write_text(os.path.join(logdir, EXPR_PARAM_FILE), encode_config(config), durable=False)
-    atomic_write_bytes(
-        os.path.join(logdir, EXPR_PARAM_PICKLE_FILE), cloudpickle.dumps(config), durable=False
-    )
+    atomic_write_bytes(os.path.join(logdir, EXPR_PARAM_PICKLE_FILE), dumps(config), durable=False)
     return config
 
 
@@ -69,9 +67,19 @@ class JsonResultWriter:
         self.path = os.path.join(logdir, EXPR_RESULT_FILE)
         self._out = LineAppender(self.path, buffered=buffered)
 
-    def write_result(self, result: dict[str, Any]) -> None:
-        """Append ``result`` (numpy values converted, NaN written as ``NaN``)."""
-        self._out.append(encode_result_line(result))
+    def write_result(self, result: dict[str, Any]) -> bytes:
+        """Append ``result`` (numpy values converted, NaN written as ``NaN``).
+
+        Returns:
+            The line written.
+        """
+        line = encode_result_line(result)
+        self._out.append(line)
+        return line
+
+    def write_line(self, line: bytes) -> None:
+        """Append ``line``, a result already encoded as :meth:`write_result` encodes it."""
+        self._out.append(line)
 
     def flush(self) -> None:
         """Hand buffered lines to the operating system."""

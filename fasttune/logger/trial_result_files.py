@@ -26,6 +26,7 @@ from typing import Any
 from fasttune import result as R
 from fasttune._support.flatten import flatten_result
 from fasttune.experiment.trial import ResumePoint
+from fasttune.logger._line_template import LineTemplate
 from fasttune.logger.logger_callback import (
     CSVLoggerCallback,
     JsonLoggerCallback,
@@ -34,6 +35,8 @@ from fasttune.logger.logger_callback import (
 )
 
 _NOT_FLATTENED = frozenset((R.CONFIG,))
+# Batches shorter than this are encoded result by result (a template costs about two).
+_TEMPLATE_MIN = 3
 # The default loggers a worker can run, by their ResultFileKinds field.
 _CALLBACKS: tuple[tuple[str, type[_TrialFileLoggerCallback]], ...] = (
     ("json", JsonLoggerCallback),
@@ -120,6 +123,10 @@ class TrialResultFiles:
             writer = cls.open_writer(trial_dir, config, buffered=True)
             self._writers.append((cls, writer, cls._takes_flat, cls._can_buffer_lines))
         self._stopped = False
+        # Whether a template can encode lines for a writer here (see write).
+        self._lines_templated = any(
+            cls is JsonLoggerCallback or cls is CSVLoggerCallback for cls, *_ in self._writers
+        )
 
     def write(self, results: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         """Write ``results`` (in order) and hand the lines to the operating system.
@@ -138,8 +145,12 @@ class TrialResultFiles:
         flats: list[dict[str, Any]] | None = []
         tag = self.spec.experiment_tag
         required = self.spec.required_metrics
-        writers = self._writers
         last = results[-1] if results else None
+        # Results of one shape are encoded from a template of the first (see
+        # _line_template), made afresh for each batch; at most twice per batch, should
+        # the shape change (the date text, once a second).
+        template: LineTemplate | None = None
+        templates_left = 2 if self._lines_templated and len(results) >= _TEMPLATE_MIN else 0
         for result in results:
             if result.get(R.RESULT_DUPLICATE):
                 if result is not last:
@@ -147,22 +158,68 @@ class TrialResultFiles:
                 continue
             result[R.EXPERIMENT_TAG] = tag
             result.setdefault(R.CHECKPOINT_DIR_NAME, None)
-            flat = flatten_result(result, _NOT_FLATTENED)
+            lines = None if template is None else template.encode(result)
+            if lines is None:
+                flat = flatten_result(result, _NOT_FLATTENED)
+            else:
+                flat = dict(result)  # a template's results hold no nested dict
+                flat.pop(R.CONFIG, None)
             if required and not flat.get(R.DONE) and any(m not in flat for m in required):
                 self._stopped = True
                 flats = None
                 break
             if flats is not None:
                 flats.append(flat)
-            for _, writer, takes_flat, _ in writers:
-                if takes_flat:
-                    writer.write_result(result, flat)
-                else:
-                    writer.write_result(result)
-        for _, writer, _, buffered in writers:
+            if template is not None and lines is not None:
+                self._write_lines(result, flat, lines, template)
+                continue
+            line, row = self._write_general(result, flat)
+            if templates_left:
+                templates_left -= 1
+                template = LineTemplate.make(result, line, row)
+        for _, writer, _, buffered in self._writers:
             if buffered:
                 writer.flush()
         return flats
+
+    def _write_general(
+        self, result: dict[str, Any], flat: dict[str, Any]
+    ) -> tuple[bytes | None, str | None]:
+        """Write ``result`` with each writer's own encoder; the JSON line and the CSV
+        row written, where known."""
+        line = row = None
+        for cls, writer, takes_flat, _ in self._writers:
+            written = (
+                writer.write_result(result, flat) if takes_flat else writer.write_result(result)
+            )
+            if cls is JsonLoggerCallback:
+                line = written
+            elif cls is CSVLoggerCallback:
+                row = written
+        return line, row
+
+    def _write_lines(
+        self,
+        result: dict[str, Any],
+        flat: dict[str, Any],
+        lines: tuple[bytes, str | None],
+        template: LineTemplate,
+    ) -> None:
+        """Write ``result``, whose JSON line and CSV row ``template`` encoded."""
+        for cls, writer, takes_flat, _ in self._writers:
+            if cls is JsonLoggerCallback:
+                writer.write_line(lines[0])
+            elif cls is CSVLoggerCallback:
+                row = lines[1]
+                if row is None or not writer.write_row(template.columns, row):
+                    writer.write_result(result, flat)
+            elif cls is TBXLoggerCallback:
+                # The template's results share one shape and only finite numbers.
+                writer.write_result(result, flat, finite_shape=template)
+            elif takes_flat:
+                writer.write_result(result, flat)
+            else:
+                writer.write_result(result)
 
     def close(self) -> None:
         """Write each file's last words (TensorBoard's hparams) and close it (idempotent)."""
