@@ -26,7 +26,10 @@ Batching
     results wait; when the next result would come later than
     :attr:`FlowControl.buffer_time_s` after the first; when the lookahead would be
     used up after the next iteration (the acknowledgement then travels while it
-    runs); or when a command is waiting (:func:`should_send`).
+    runs) (:func:`should_send`); or when a command other than a grant is waiting,
+    looked for after each iteration, at most every :data:`COMMAND_POLL_S` (a
+    grant is applied on the spot: the driver answers every batch with one, and were
+    it to end the next batch, batches would shrink to one round trip's worth).
 
 Who gets which credit (:func:`for_scheduler`)
     A scheduler declares whether it tolerates decisions applied a little late with
@@ -71,6 +74,11 @@ MAX_BUFFER_LENGTH = 1000
 
 BUFFER_TIME_S = 0.02
 """A worker sends buffered results at least this often."""
+
+COMMAND_POLL_S = 0.001
+"""A worker training looks for a waiting command at most this often (each look is a
+system call, 6% of a worker's time when iterations take microseconds); iterations
+longer than this look after each one."""
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,12 @@ from fasttune.executors.base import (
     TrialStarted,
     TrialStopped,
 )
-from fasttune.executors.flow_control import may_run, next_iteration_estimate, should_send
+from fasttune.executors.flow_control import (
+    COMMAND_POLL_S,
+    may_run,
+    next_iteration_estimate,
+    should_send,
+)
 from fasttune.executors.worker_commands import (
     EXIT,
     GRANT,
@@ -94,6 +99,7 @@ class WorkerLoop:
         self._uploaded: str | None = None  # the checkpoint last uploaded to storage
         self._files: TrialResultFiles | None = None  # the hosted trial's result files
         self._checkpoint_unacked = False  # a result with a checkpoint awaits its grant
+        self._interrupting: Command | None = None  # the command that ended a batch
         self.retired = False  # the last trial ended and nothing is kept for reuse
         self.exit_requested = False
 
@@ -172,7 +178,8 @@ class WorkerLoop:
         for a checkpoint; when the buffer is full; when the next result would come
         later than ``buffer_time_s`` after the first; when the lookahead would be used
         up after the next iteration (so the acknowledgement travels while it runs); or
-        when a command is waiting.
+        when a command other than a grant is waiting (handled once the batch is sent;
+        grants are applied as they come).
         """
         launch = self._launch
         if launch is None or not self.can_train:
@@ -188,6 +195,7 @@ class WorkerLoop:
         criteria = launch.stop_criteria
         lookahead_s = launch.lookahead_s
         iteration_s = self._iteration_s
+        poll_at = 0.0
         try:
             while may_run(self._credit, self._unacked, iteration_s, lookahead_s):
                 started = time.monotonic()
@@ -227,11 +235,14 @@ class WorkerLoop:
                     break
                 if len(buffer) == 1:
                     deadline = now + launch.buffer_time_s
-                if (
-                    should_send(now, elapsed, deadline, self._unacked, iteration_s, lookahead_s)
-                    or poll()
-                ):
+                if should_send(now, elapsed, deadline, self._unacked, iteration_s, lookahead_s):
                     break
+                if now >= poll_at:  # a system call: at most every COMMAND_POLL_S
+                    poll_at = now + COMMAND_POLL_S
+                    if poll() and not self._take_grants():
+                        break
+        except TransportClosed:
+            raise  # the driver is gone: not the trial's failure
         except _TRIAL_ERRORS as exc:
             failure = exc
         event = None
@@ -266,6 +277,26 @@ class WorkerLoop:
             self._save()
         elif self._finished and launch.stop_when_done:
             self._stop()
+        interrupting, self._interrupting = self._interrupting, None
+        if interrupting is not None:
+            self.handle(interrupting)
+
+    def _take_grants(self) -> bool:
+        """Apply the waiting commands while they are grants; False at another one.
+
+        A grant only adds credit and acknowledges results, so it need not end a batch
+        (the driver answers every batch with one: were it to end the next, batches
+        would shrink to the driver's round trip). Any other command ends the batch
+        and is handled right after it is sent.
+        """
+        transport = self._transport
+        while transport.poll():
+            command = transport.recv()
+            if command[0] != GRANT:
+                self._interrupting = command
+                return False
+            self.handle(command)
+        return True
 
     # ------------------------------------------------------------------ commands
     def _start(self, launch: TrialLaunch) -> None:

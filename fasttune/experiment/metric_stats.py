@@ -10,7 +10,7 @@ others, made by :func:`stats_of`, which the trial merges with :func:`merge_stats
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fasttune import result as R
@@ -50,9 +50,15 @@ def stats_of(flats: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     if not flats:
         return out
-    keys = flats[0].keys()
-    if all(flat.keys() == keys for flat in flats):
-        columns = ((key, [flat[key] for flat in flats]) for key in keys if key not in NO_STATS)
+    keys = tuple(flats[0])
+    columns: Iterable[tuple[str, Sequence[Any]]]
+    if all(tuple(flat) == keys for flat in flats):
+        # Transposed in C: one tuple of values per key.
+        columns = (
+            column
+            for column in zip(keys, zip(*(flat.values() for flat in flats)))
+            if column[0] not in NO_STATS
+        )
     else:
         seen = dict.fromkeys(key for flat in flats for key in flat)
         columns = (
@@ -68,7 +74,8 @@ def stats_of(flats: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
             column = [v for v in map(stat_value, column) if v is not None]
             if not column:
                 continue
-        out[key] = [max(column), min(column), sum(column), len(column), column[-STATS_WINDOW:]]
+        window = list(column[-STATS_WINDOW:])
+        out[key] = [max(column), min(column), sum(column), len(column), window]
     return out
 
 

@@ -188,6 +188,19 @@ def test_fast_iterations_run_ahead_between_acknowledgements(executor, make_launc
     assert 2000 / len(of(events, TrialResults)) > 2
 
 
+def test_a_waiting_grant_does_not_end_a_batch(executor, make_launch, wait_for):
+    # wait_for answers every batch with a grant, as the controller does; were a waiting
+    # grant to end the next batch, batches would shrink to a round trip's worth.
+    config = {"stop_at": 2000}
+    launch = make_launch(
+        Counter, config, initial_credit=BIG, lookahead_s=math.inf, max_buffer_length=500,
+        buffer_time_s=60.0,
+    )  # fmt: skip
+    executor.start_trial(launch)
+    events = wait_for(executor, done(launch.trial_id))
+    assert [len(e.results) for e in of(events, TrialResults)] == [500] * 4
+
+
 def test_batches_respect_max_buffer_length(executor, make_launch, wait_for):
     launch = make_launch(Counter, {"stop_at": 100}, initial_credit=BIG, max_buffer_length=7)
     executor.start_trial(launch)
