@@ -93,6 +93,8 @@ class TuneController:
         self._decide = ResultPipeline(spec, self.view)
         self.search_finished = False
         self._search_state_dirty = False
+        # Trials created by this run and not launched yet: no files of theirs can exist.
+        self._never_launched: set[str] = set()
         # Trials whose completion the search algorithm was told (saved with its state).
         self.search_completed = CompletionBitmap(self.lifecycle.position)
         # Remote storage: the staging directory is published at each snapshot.
@@ -214,6 +216,7 @@ class TuneController:
         trial = self.spec.trial_factory.create(trial_id, self._num_created, suggestion)
         self.spec.resource_manager.check_fits(trial.placement_group_factory, str(trial))
         self._num_created += 1
+        self._never_launched.add(trial_id)
         self.lifecycle.add(trial)
         # Saved before this trial may start (see _launch): a trial beyond the saved
         # stamp never ran.
@@ -224,7 +227,11 @@ class TuneController:
     def _launch(self, trial: Trial, allocation: Any) -> None:
         if self._search_state_dirty:
             self._save_search_state()
-        trial.resume_point = resume_point(trial, trial.restore_path)
+        first_start = trial.trial_id in self._never_launched
+        self._never_launched.discard(trial.trial_id)
+        # A trial's first start has no files to look for on disk (two stat calls).
+        restore = trial.restore_path
+        trial.resume_point = None if first_start and not restore else resume_point(trial, restore)
         launch = make_launch(self.spec, trial, allocation, trial.restore_path)
         self.lifecycle.launch(trial, launch)
 

@@ -9,6 +9,7 @@ from typing import Any
 from fasttune import result as R
 from fasttune._internal.run_spec import RunSpec
 from fasttune.executors.base import Allocation, TrialLaunch
+from fasttune.executors.flow_control import UNDECIDED
 from fasttune.experiment.trial import ResumePoint, Trial
 from fasttune.logger.trial_result_files import TrialFilesSpec
 from fasttune.storage.filesystem import ensure_dir
@@ -120,9 +121,9 @@ def make_launch(
         else None,
         result_files=_result_files(spec, trial),
         last_result_only=spec.last_result_only,
-        # No decision can come on a result, and none to save at the end: a done trial
-        # needs no stop command (see TrialLaunch.stop_when_done).
-        stop_when_done=spec.result_files is not None and not spec.checkpoint_at_end,
+        # No decision can come on a result (the flow says so, wherever the files are
+        # written), and none to save at the end: a done trial needs no stop command.
+        stop_when_done=spec.flow == UNDECIDED and not spec.checkpoint_at_end,
     )
 
 

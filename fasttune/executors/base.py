@@ -85,7 +85,8 @@ class TrialLaunch:
             because nothing on the driver looks at every result.
         stop_when_done: The trial stops by itself after its done result (as if told
             to, ``TrialStopped`` right after the results), because the driver's only
-            answer would be a stop with nothing to save: one round trip less per trial.
+            answer would be a stop with nothing to save: one round trip less per trial
+            (on a Ray cluster too).
     """
 
     trial_id: str

@@ -115,6 +115,15 @@ def test_done_result_stops_training(executor, make_launch, wait_for, tmp_path):
 
 
 # ---------------------------------------------------------------------- flow control
+def test_a_trial_that_stops_when_done_needs_no_stop_command(executor, make_launch, wait_for):
+    # What a run where nothing decides on results launches (local and Ray alike).
+    launch = make_launch(Counter, {"stop_at": 3}, initial_credit=BIG, stop_when_done=True)
+    executor.start_trial(launch)
+    events = wait_for(executor, ended(launch.trial_id))  # stop_trial is never called
+    assert [r["count"] for r in results(events)] == [1, 2, 3]
+    assert of(events, TrialStopped, launch.trial_id) and not of(events, TrialFailed)
+
+
 def test_credit_one_gives_one_result_then_waits(executor, make_launch, wait_for, tmp_path):
     log = tmp_path / "steps.log"
     launch = make_launch(Counter, {"step_log": str(log)}, initial_credit=1, lookahead_s=math.inf)
