@@ -91,6 +91,10 @@ class ExperimentSync:
         lease on the experiment was lost)."""
         self._guard = guard
 
+    def _check_guard(self) -> None:
+        if self._guard is not None:
+            self._guard()
+
     @property
     def mirror(self) -> StorageMirror:
         """The staging directory and its storage directory."""
@@ -118,8 +122,7 @@ class ExperimentSync:
         start = self._clock()
         if not force and start < self._next_due:
             return False
-        if self._guard is not None:
-            self._guard()
+        self._check_guard()
         root = self._mirror.local_root
         uploads: list[tuple[str, str, Stamp]] = []
         vanished: list[str] = []
@@ -132,11 +135,16 @@ class ExperimentSync:
                 ended.append(rel)
         self._scan(root, uploads, vanished, skip=self._state_files)
         fs = self._fs
+        # Again right before each write: a driver paused since the first look (past the
+        # lease's time to live) finds out here. One paused in the middle of the upload
+        # still finishes it when resumed (docs/ARCHITECTURE.md, one driver per experiment).
+        self._check_guard()
         fs.put_files([(local, remote) for local, remote, _ in uploads])
         for local, _, stamp in uploads:
             self._published[local] = stamp
             self._listed.setdefault(os.path.dirname(local), set()).add(os.path.basename(local))
         self._finished.update(ended)
+        self._check_guard()
         if self._state.commit():
             self.stats.commits += 1
         if vanished:
