@@ -83,7 +83,10 @@ def run_case(
             "side_dir": side_dir,
         },
         tune_config=tune.TuneConfig(max_concurrent_trials=2),
-        run_config=tune.RunConfig(storage_path=root, stop=stop, verbose=0),
+        # Its own experiment per case: two cases can start in the same second.
+        run_config=tune.RunConfig(
+            storage_path=root, name=os.path.basename(side_dir), stop=stop, verbose=0
+        ),
     )
     started = time.perf_counter()
     grid = tuner.fit()

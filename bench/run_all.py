@@ -199,6 +199,8 @@ def fmt(value: float | None) -> str:
         return "-"
     if value >= 100:
         return f"{value:,.0f}"
+    if value < 10:  # ratios near 1 (fit/ideal 1.024 is not 1.02)
+        return f"{value:.4g}"
     return f"{value:.3g}"
 
 
