@@ -7,12 +7,20 @@ when it shuts down. Ray is imported here and nowhere at ``import fasttune``.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
 
 from fasttune._support.cluster_address import require_ray
 from fasttune._support.imports import import_optional
+
+logger = logging.getLogger(__name__)
+
+CLIENT_SERVER_RETRY_S = 1.0
+"""The pause before the one new try of a Ray Client connection whose server failed to
+start (:func:`_client_server_failed`)."""
 
 
 def import_ray(where: str = "The Ray executor") -> ModuleType:
@@ -42,8 +50,20 @@ class RayConnection:
         self.address = address
         if not self.owned:
             return  # the user's connection: used as it is, never closed here
+        kwargs = dict(init_kwargs or {})
         try:
-            ray.init(address=address, **dict(init_kwargs or {}))
+            try:
+                ray.init(address=address, **kwargs)
+            except ConnectionError as exc:
+                if not _client_server_failed(address, exc):
+                    raise
+                logger.warning(
+                    "The Ray Client server at %s failed to start the session of this "
+                    "driver (%s); trying once more in %.0f s.",
+                    address, str(exc).splitlines()[0], CLIENT_SERVER_RETRY_S,
+                )  # fmt: skip
+                time.sleep(CLIENT_SERVER_RETRY_S)
+                ray.init(address=address, **kwargs)
         except ConnectionError as exc:
             raise ConnectionError(
                 f"fasttune could not connect to a Ray cluster at address={address!r} "
@@ -59,3 +79,20 @@ class RayConnection:
         if self.owned and self.ray.is_initialized():
             self.ray.shutdown()
         self.owned = False
+
+
+def _client_server_failed(address: str | None, exc: ConnectionError) -> bool:
+    """Whether a ``ray://`` connection failed because the cluster's Ray Client proxy
+    could not start this driver's own server process.
+
+    The proxy starts one such process per connecting driver; under load it sometimes
+    fails to (Ray's own client tests are flaky for it), and the next connection gets a
+    new process on another port. The failed try leaves nothing connected (Ray's client
+    disconnects on any error of its set-up), so a second try starts clean.
+    """
+    return (
+        isinstance(address, str)
+        and address.startswith("ray://")
+        and isinstance(exc, ConnectionAbortedError)
+        and "Initialization failure from server" in str(exc)
+    )

@@ -148,7 +148,7 @@ def test_a_driver_reaching_the_cluster_through_ray_client_runs_the_experiment(
         cwd=ROOT, capture_output=True, text=True, timeout=240, env=env,
     )  # fmt: skip
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:] + client_server_logs(ray_connected)
     outcome = json.loads(lines[0][len("RESULT ") :])
     assert outcome["errors"] == [] and not outcome["still_connected"]
     trials = outcome["trials"]
@@ -207,3 +207,13 @@ def test_losing_a_node_resumes_its_trials_on_another_from_their_checkpoints(
         assert resumed["restored_at"] >= 2  # from a checkpoint taken on the lost node
         with open(os.path.join(result.path, "error.txt")) as f:
             assert "the Ray actor of trial" in f.read()
+
+
+def client_server_logs(cluster) -> str:
+    """The ends of the head's Ray Client server logs (why a driver's session failed)."""
+    logs = cluster.head_node.get_logs_dir_path()
+    parts = []
+    for path in sorted(glob.glob(os.path.join(logs, "ray_client_server*"))):
+        with open(path, errors="replace") as f:
+            parts.append(f"\n--- {os.path.basename(path)}\n{f.read()[-2000:]}")
+    return "".join(parts)
