@@ -232,7 +232,9 @@ class TuneController:
         # A trial's first start has no files to look for on disk (two stat calls).
         restore = trial.restore_path
         trial.resume_point = None if first_start and not restore else resume_point(trial, restore)
-        launch = make_launch(self.spec, trial, allocation, trial.restore_path)
+        launch = make_launch(
+            self.spec, trial, allocation, trial.restore_path, first_start=first_start
+        )
         self.lifecycle.launch(trial, launch)
 
     def _save_search_state(self, *, compact: bool = False) -> None:

@@ -80,8 +80,15 @@ def _has_result_files(trial: Trial) -> bool:
 
 
 def make_launch(
-    spec: RunSpec, trial: Trial, allocation: Allocation, restore_path: str | None
+    spec: RunSpec,
+    trial: Trial,
+    allocation: Allocation,
+    restore_path: str | None,
+    *,
+    first_start: bool = False,
 ) -> TrialLaunch:
+    """The launch of ``trial``; ``first_start``: created by this run and never launched,
+    so nothing of it is on disk yet (its first checkpoint is number 0)."""
     trial_dir = trial.init_local_path()
     if spec.result_files is None:  # else the worker makes it, and writes the files
         ensure_dir(trial_dir)
@@ -93,7 +100,7 @@ def make_launch(
         trial_dir=trial_dir,
         experiment_id=spec.experiment_id,
         resources=trial.placement_group_factory,
-        checkpoint_index=next_checkpoint_index(trial),
+        checkpoint_index=0 if first_start else next_checkpoint_index(trial),
     )
     stdout_file, stderr_file = spec.log_to_file
     if stdout_file:

@@ -52,7 +52,7 @@ from fasttune.executors.worker_commands import (
 from fasttune.experiment.metric_stats import stats_of
 from fasttune.logger.noop import NoopLogger
 from fasttune.logger.trial_result_files import TrialResultFiles
-from fasttune.storage.filesystem import ensure_dir
+from fasttune.storage.filesystem import make_dir
 from fasttune.storage.mirror import StorageMirror
 from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO
 
@@ -398,12 +398,12 @@ class WorkerLoop:
         self._uploaded = checkpoint_dir
 
     def _enter_trial_environment(self, launch: TrialLaunch) -> None:
-        ensure_dir(launch.trial_dir)
+        make_dir(launch.trial_dir)
         if not self._isolated:
             return
         # Before the class is unpickled: importing a CUDA library may read it.
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(launch.allocation.gpu_ids)
-        os.environ["TUNE_ORIG_WORKING_DIR"] = self._orig_cwd
+        _set_env("CUDA_VISIBLE_DEVICES", ",".join(launch.allocation.gpu_ids))
+        _set_env("TUNE_ORIG_WORKING_DIR", self._orig_cwd)
         os.chdir(launch.trial_dir if launch.chdir else self._orig_cwd)
 
     def _load_class(self, launch: TrialLaunch) -> type:
@@ -508,3 +508,10 @@ def _meets_criteria(result: dict[str, Any], criteria: dict[str, Any]) -> bool:
         except TypeError:
             continue
     return False
+
+
+def _set_env(name: str, value: str) -> None:
+    """Set an environment variable unless it holds ``value`` already (a reused worker's
+    next trial usually has the same: no ``putenv`` and no copy of the value)."""
+    if os.environ.get(name) != value:
+        os.environ[name] = value

@@ -231,6 +231,20 @@ def ensure_dir(path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
 
+def make_dir(path: str) -> None:
+    """Create the directory ``path`` (and its parents), for a path that usually does
+    not exist yet (a trial's folder at its first start): one ``mkdir`` then, where
+    :func:`ensure_dir` costs a failed ``stat``, a ``stat`` of the parent and the ``mkdir``.
+    """
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
+
+
 # Temp names unique across processes and hosts (a random token drawn once per
 # process) and within a process (a counter): no random draw per write.
 _TEMP_TOKEN = uuid.uuid4().hex[:8]
@@ -270,8 +284,27 @@ def atomic_write_bytes(
     same directory (it makes every rename there durable at once): the file is then
     whole after a power loss, but may be its previous version.
     """
-    with atomic_open(path, "wb", durable=durable, sync_dir=sync_dir) as f:
-        f.write(data)
+    # os-level calls, not atomic_open's file object: no buffer, no fstat and no isatty
+    # probe; 28 against 48 us per small file here (two per trial start).
+    path = os.fspath(path)
+    directory, tmp = _temp_path_beside(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        raise
+    if durable and sync_dir:
+        _fsync_dir(directory)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
