@@ -283,11 +283,41 @@ def _detect_cpus() -> float:
     # CPU affinity mask (sched_getaffinity; taskset, cpusets), the CFS quota of the cgroup
     # mounted at /sys/fs/cgroup (v2 cpu.max, v1 cpu.cfs_quota_us / cpu.cfs_period_us:
     # a container's own, as Docker and Kubernetes set it), rounded up, and
-    # LOKY_MAX_CPU_COUNT if set; at least 1. Imported here, never by `import fasttune`:
-    # it costs ~15-20 ms in a run (~50 ms alone; joblib.cpu_count ~130 ms), paid once.
+    # LOKY_MAX_CPU_COUNT if set; at least 1. Importing loky costs 15-20 ms of a run's
+    # ~27 ms before its first trial starts, so where neither a quota nor
+    # LOKY_MAX_CPU_COUNT can lower the count, the same minimum is taken here (two small
+    # reads); loky computes every count a quota is part of.
+    if (
+        hasattr(os, "sched_getaffinity")
+        and "LOKY_MAX_CPU_COUNT" not in os.environ
+        and not _cgroup_cpu_quota_set()
+    ):
+        return float(max(1, min(os.cpu_count() or 1, len(os.sched_getaffinity(0)))))
     from loky import cpu_count
 
     return float(cpu_count())
+
+
+def _cgroup_cpu_quota_set(root: str | Path = "/sys/fs/cgroup") -> bool:
+    """Whether a cgroup CPU quota may apply, read where loky reads it: cgroup v2's
+    ``cpu.max`` ("max <period>" when unlimited), else v1's ``cpu/cpu.cfs_quota_us``
+    ("-1" when unlimited). Anything else, unreadable files included, counts as set."""
+    root = Path(root)
+    v2 = root / "cpu.max"
+    if v2.exists():
+        try:
+            parts = v2.read_text().split()
+        except OSError:
+            return True
+        if len(parts) == 2:
+            return parts[0] != "max"
+    v1 = root / "cpu" / "cpu.cfs_quota_us"
+    if not v1.exists():
+        return False
+    try:
+        return v1.read_text().strip() != "-1"
+    except OSError:
+        return True
 
 
 def _cgroup_memory_limit(root: str | Path = "/sys/fs/cgroup") -> int | None:

@@ -95,13 +95,50 @@ def one_cpu() -> int:
 
 
 # ---------------------------------------------------------------------- import
-def test_import_fasttune_leaves_loky_unloaded_until_cpus_are_detected():
+def test_import_fasttune_leaves_loky_unloaded_until_a_quota_needs_it():
     code = (
         "import sys, fasttune; before = 'loky' in sys.modules;"
         "from fasttune._support.resource_detection import detect_total_resources;"
         "detect_total_resources(); print(before, 'loky' in sys.modules)"
     )
-    assert _run([sys.executable, "-c", code]).stdout.split() == ["False", "True"]
+    # loky computes any count a quota or LOKY_MAX_CPU_COUNT is part of; without them
+    # the count is the same minimum, taken without importing it (15-20 ms).
+    with_loky = _has_cpu_quota()
+    assert _run([sys.executable, "-c", code]).stdout.split() == ["False", str(with_loky)]
+    done = _run([sys.executable, "-c", code], env=_env(LOKY_MAX_CPU_COUNT="1"))
+    assert done.stdout.split() == ["False", "True"]
+
+
+def test_detection_gives_lokys_count():
+    code = (
+        "import loky; from fasttune._support.resource_detection import _detect_cpus;"
+        "print(_detect_cpus(), float(loky.cpu_count()))"
+    )
+    for env in (_env(), _env(LOKY_MAX_CPU_COUNT="1")):
+        done = _run([sys.executable, "-c", code], env=env)
+        detected, lokys = done.stdout.split()
+        assert detected == lokys, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("files", "quota_set"),
+    [
+        ({}, False),  # no cgroup files (not Linux, or no cpu controller)
+        ({"cpu.max": "max 100000\n"}, False),
+        ({"cpu.max": "150000 100000\n"}, True),
+        ({"cpu/cpu.cfs_quota_us": "-1\n"}, False),
+        ({"cpu/cpu.cfs_quota_us": "50000\n"}, True),
+        ({"cpu.max": "odd\n", "cpu/cpu.cfs_quota_us": "-1\n"}, False),  # as loky: v1 then
+        ({"cpu.max": "odd\n", "cpu/cpu.cfs_quota_us": "20000\n"}, True),
+    ],
+)
+def test_a_cgroup_cpu_quota_is_seen_where_loky_reads_it(tmp_path, files, quota_set):
+    from fasttune._support.resource_detection import _cgroup_cpu_quota_set
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert _cgroup_cpu_quota_set(tmp_path) is quota_set
 
 
 def _has_cpu_quota() -> bool:
