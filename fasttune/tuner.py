@@ -15,14 +15,12 @@ from fasttune._internal.executor_choice import (
     start_fork_server,
     started_local_executor,
 )
-from fasttune._internal.experiment_folder import (
-    holds_results,
-    move_earlier_run_aside,
-    remove_cut_writes,
-)
 from fasttune.config import RunConfig
-from fasttune.storage.experiment_lock import ExperimentInUseError, ExperimentLock
 from fasttune.tune_config import TuneConfig
+
+# The experiment folder's lock and checks (experiment_folder, storage.experiment_lock:
+# ~11-17 ms with the storage package) are imported where used, after Tuner() has
+# started the fork server: its start (~0.1 s) then overlaps them.
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +59,6 @@ class Tuner:
         _executor: Any = None,
         _restoring: bool = False,
     ):
-        from fasttune._internal.trainable_resolution import pickle_trainable, resolve_trainable
-
         if trainable is None:
             raise TypeError("Tuner(trainable=...) is required: a function or a Trainable class.")
         if tune_config is not None and not isinstance(tune_config, TuneConfig):
@@ -86,6 +82,10 @@ class Tuner:
         local = _executor is None and not _restoring and local_workers_chosen()
         if local:
             start_fork_server()
+        # After the server's start: this import (cloudpickle, the function trainable)
+        # takes ~15-25 ms.
+        from fasttune._internal.trainable_resolution import pickle_trainable, resolve_trainable
+
         self._trainable = trainable
         self._trainable_cls = resolve_trainable(trainable)
         # Workers receive the trainable pickled: a TypeError naming what it captures is
@@ -116,8 +116,10 @@ class Tuner:
         """
         from dataclasses import replace
 
+        from fasttune._internal.experiment_folder import holds_results
         from fasttune._internal.spec_builder import default_experiment_name, trainable_name_of
         from fasttune.experiment.trial import new_experiment_hash
+        from fasttune.storage.experiment_lock import ExperimentInUseError, ExperimentLock
         from fasttune.storage.location import experiment_storage
 
         trainable_name = trainable_name_of(self._trainable_cls)
@@ -173,8 +175,14 @@ class Tuner:
     def fit(self) -> Any:
         """Run the experiment and return its :class:`~fasttune.ResultGrid`."""
         from fasttune._internal.controller import TuneController
+        from fasttune._internal.experiment_folder import (
+            holds_results,
+            move_earlier_run_aside,
+            remove_cut_writes,
+        )
         from fasttune._internal.spec_builder import build_run_spec
         from fasttune.results import ExperimentAnalysis, ResultGrid
+        from fasttune.storage.experiment_lock import ExperimentLock
 
         if self._restore:
             from fasttune._internal.restore_source import check_same_trainable

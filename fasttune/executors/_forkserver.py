@@ -28,8 +28,10 @@ import threading
 import warnings
 from collections import deque
 from collections.abc import Callable
-from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 _HEADER = struct.Struct("!I")
 _PID = struct.Struct("!q")
@@ -117,6 +119,10 @@ class ForkServer:
         The child gets this process's ``sys.path``, working directory and environment.
         Does not wait for the fork: the pid is read when first needed.
         """
+        # Here, not at import: the server is started (start()) before anything imports
+        # multiprocessing.connection (~4 ms), and the server never needs it.
+        from multiprocessing.connection import Connection
+
         parent_end, child_end = socket.socketpair()
         status_r, status_w = os.pipe()
         origin = (list(sys.path), os.getcwd(), dict(os.environ))
