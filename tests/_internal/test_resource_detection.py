@@ -111,8 +111,8 @@ def test_import_fasttune_leaves_loky_unloaded_until_a_quota_needs_it():
 
 def test_detection_gives_lokys_count():
     code = (
-        "import loky; from fasttune._support.resource_detection import _detect_cpus;"
-        "print(_detect_cpus(), float(loky.cpu_count()))"
+        "import loky; from fasttune._support.machine_limits import detect_cpus;"
+        "print(detect_cpus(), float(loky.cpu_count()))"
     )
     for env in (_env(), _env(LOKY_MAX_CPU_COUNT="1")):
         done = _run([sys.executable, "-c", code], env=env)
@@ -133,7 +133,7 @@ def test_detection_gives_lokys_count():
     ],
 )
 def test_a_cgroup_cpu_quota_is_seen_where_loky_reads_it(tmp_path, files, quota_set):
-    from fasttune._support.resource_detection import _cgroup_cpu_quota_set
+    from fasttune._support.machine_limits import _cgroup_cpu_quota_set
 
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from fasttune._internal.resources import (
     detect_total_resources,
     parse_visible_devices,
 )
-from fasttune._support import resource_detection
+from fasttune._support import machine_limits
 from fasttune.execution.placement_groups import PlacementGroupFactory
 from fasttune.executors.base import Allocation
 
@@ -169,15 +169,15 @@ def test_bad_env_values_are_rejected(monkeypatch, var, value, match):
 
 
 def test_cgroup_memory_limit(tmp_path):
-    assert resource_detection._cgroup_memory_limit(tmp_path) is None
+    assert machine_limits._cgroup_memory_limit(tmp_path) is None
     (tmp_path / "memory.max").write_text("max\n")
-    assert resource_detection._cgroup_memory_limit(tmp_path) is None
+    assert machine_limits._cgroup_memory_limit(tmp_path) is None
     (tmp_path / "memory.max").write_text("2147483648\n")
-    assert resource_detection._cgroup_memory_limit(tmp_path) == 2**31
+    assert machine_limits._cgroup_memory_limit(tmp_path) == 2**31
     (tmp_path / "memory.max").unlink()
     (tmp_path / "memory").mkdir()
     (tmp_path / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
-    assert resource_detection._cgroup_memory_limit(tmp_path) is None  # cgroup v1 "unlimited"
+    assert machine_limits._cgroup_memory_limit(tmp_path) is None  # cgroup v1 "unlimited"
 
 
 # --- init / shutdown ------------------------------------------------------------------
