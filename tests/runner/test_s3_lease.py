@@ -24,7 +24,7 @@ import fasttune as tune
 from fasttune.storage.experiment_lease import LEASE_FILE
 from fasttune.storage.experiment_lock import ExperimentInUseError
 from tests.runner._driver_script import slow_counter
-from tests.runner._lease_scripts import NAME, STEPS
+from tests.runner._lease_scripts import NAME, PAUSE_AT_RESULT, STEPS
 
 s3fs = pytest.importorskip("s3fs", reason='needs the test extra: pip install -e ".[test]"')
 
@@ -49,6 +49,12 @@ def _ended(proc: subprocess.Popen, returncode: int) -> dict:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == returncode, err
     return json.loads(out.strip().splitlines()[-1])
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal (state T in /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rpartition(")")[2].split()[0] == "T"
 
 
 def _wait(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
@@ -148,11 +154,13 @@ def test_a_paused_drivers_stale_lease_is_taken_over_and_it_stops_when_resumed(
         str(tmp_path / "machine1"),
         TUNE_GLOBAL_CHECKPOINT_S="0.2",
         FASTTUNE_LEASE_TTL_S="5",  # renewed every 1.25 s: fresh when looked at below
+        # It stops itself (SIGSTOP) at its 12th result, ~1.5 s in, between two syncs:
+        # alive, but it renews nothing any more.
+        **{PAUSE_AT_RESULT: "12"},
     )
     try:
-        _wait(lambda: bucket.exists(bucket.manifest) and bucket.generation() >= 3, "commits")
-        assert first.poll() is None, "the driver ended before it could be paused"
-        first.send_signal(signal.SIGSTOP)  # alive, but it renews nothing any more
+        _wait(lambda: _stopped(first.pid), "the driver to pause", timeout=30)
+        assert bucket.exists(bucket.manifest) and bucket.generation() >= 3
         holder = bucket.json(bucket.lease)
         assert holder["pid"] == first.pid and holder["ttl_s"] == 5
         with pytest.raises(ExperimentInUseError, match=rf"pid {first.pid} on host"):
