@@ -227,14 +227,13 @@ class TuneController:
     def _launch(self, trial: Trial, allocation: Any) -> None:
         if self._search_state_dirty:
             self._save_search_state()
-        first_start = trial.trial_id in self._never_launched
-        self._never_launched.discard(trial.trial_id)
-        # A trial's first start has no files to look for on disk (two stat calls).
         restore = trial.restore_path
-        trial.resume_point = None if first_start and not restore else resume_point(trial, restore)
-        launch = make_launch(
-            self.spec, trial, allocation, trial.restore_path, first_start=first_start
-        )
+        # A trial's first start from scratch has nothing on disk to look for (no result
+        # files, no checkpoint folders: stat and listdir calls).
+        first_start = trial.trial_id in self._never_launched and not restore
+        self._never_launched.discard(trial.trial_id)
+        trial.resume_point = None if first_start else resume_point(trial, restore)
+        launch = make_launch(self.spec, trial, allocation, restore, first_start=first_start)
         self.lifecycle.launch(trial, launch)
 
     def _save_search_state(self, *, compact: bool = False) -> None:
