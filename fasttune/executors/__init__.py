@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         TrialSaved,
         TrialStarted,
         TrialStopped,
+        TrialUnqueued,
     )
     from fasttune.executors.inline import InlineExecutor
     from fasttune.executors.local import LocalExecutor
@@ -38,6 +39,7 @@ _LAZY = {
     "TrialSaved": _BASE,
     "TrialStarted": _BASE,
     "TrialStopped": _BASE,
+    "TrialUnqueued": _BASE,
     "InlineExecutor": "fasttune.executors.inline",
     "LocalExecutor": "fasttune.executors.local",
     "RayExecutor": "fasttune.executors.ray_executor",
@@ -74,5 +76,6 @@ __all__ = [
     "TrialSaved",
     "TrialStarted",
     "TrialStopped",
+    "TrialUnqueued",
     "start_fork_server",
 ]

@@ -24,6 +24,7 @@ class Worker:
     gpu_ids: tuple[str, ...]
     keys: set[str] = field(default_factory=set)  # trainable blobs it has received
     launch: TrialLaunch | None = None  # the hosted trial
+    queued: list[TrialLaunch] = field(default_factory=list)  # to start there in turn
     started: bool = False
     stopping: bool = False  # stop_trial was called: its results are dropped
     stops_itself: bool = False  # it reported its done result and stops on its own

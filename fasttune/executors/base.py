@@ -166,7 +166,20 @@ class TrialFailed(Event):
 
 @dataclass(frozen=True)
 class TrialStopped(Event):
-    """A ``stop`` command finished; the trial's resources may be reused."""
+    """A ``stop`` command finished; the trial's resources may be reused.
+
+    Attributes:
+        successor: The trial queued behind this one (:meth:`Executor.queue_trial`)
+            that its worker started right after it, with its resources; None if none.
+    """
+
+    successor: str | None = None
+
+
+@dataclass(frozen=True)
+class TrialUnqueued(Event):
+    """A trial queued behind another (:meth:`Executor.queue_trial`) will not start
+    there: the trial ahead of it failed, or its worker died or retired."""
 
 
 # ---------------------------------------------------------------------- interface
@@ -240,6 +253,28 @@ class Executor(abc.ABC):
     @abc.abstractmethod
     def shutdown(self) -> None:
         """Stop every trial and release every worker."""
+
+    #: How many trials :meth:`queue_trial` can queue behind one running trial (0: none).
+    queue_depth: int = 0
+
+    def queue_trial(self, after_trial_id: str, launch: TrialLaunch) -> bool:
+        """Queue ``launch`` on the worker of running trial ``after_trial_id``, behind
+        that trial and those queued there before: it starts, with that trial's
+        resources, as soon as they have run, without a round trip to the controller
+        (for trials much shorter than that round trip).
+
+        Returns False when it cannot be queued there (nothing was sent). Otherwise
+        exactly one of these follows: the ``TrialStopped`` of the trial it is right
+        behind, naming it as ``successor`` (it has started; its ``TrialStarted`` comes
+        next), or ``TrialUnqueued`` (it is waiting again and will not start).
+        """
+        return False
+
+    def unqueue_trial(self, trial_id: str) -> bool:
+        """Take a queued trial back, now: True if it will not start (no event follows),
+        False if its worker has started it or is starting it (the ``TrialStopped``
+        naming it comes, or came), or it is not queued."""
+        return False
 
     @property
     def num_running(self) -> int:

@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from fasttune._support.pickling import dumps
 from fasttune.executors import _forkserver
+from fasttune.executors._claims import ClaimDirectory, claim
 from fasttune.executors._worker_process import TARGET
 from fasttune.executors._workers import Worker, describe_exit, shutdown_workers
 from fasttune.executors.base import (
@@ -36,10 +37,12 @@ from fasttune.executors.base import (
     TrialResults,
     TrialStarted,
     TrialStopped,
+    TrialUnqueued,
 )
 from fasttune.executors.worker_commands import (
     EXIT,
     GRANT,
+    QUEUE,
     SAVE,
     START,
     STOP,
@@ -69,6 +72,7 @@ class LocalExecutor(Executor):
     """
 
     writes_result_files = True  # the workers share this machine's disk
+    queue_depth = 2
 
     def __init__(
         self,
@@ -88,6 +92,10 @@ class LocalExecutor(Executor):
         self._selector = selectors.DefaultSelector()
         self._workers: set[Worker] = set()
         self._trials: dict[str, Worker] = {}
+        self._queued: dict[str, Worker] = {}  # queued trial -> the worker it waits on
+        self._unqueued: list[Event] = []  # TrialUnqueued for workers killed here
+        self._claims = ClaimDirectory()
+        self._claim_of: dict[str, str] = {}  # queued trial -> its claim file
         self._idle: list[Worker] = []  # least recently used first
         self._prestart = prestart
         self._spare: Worker | None = None  # forked ahead, never hosted a trial
@@ -110,14 +118,50 @@ class LocalExecutor(Executor):
         worker.idle_key = None
         worker.launch = launch
         worker.started = worker.stopping = worker.stops_itself = False
-        if launch.trainable_key in worker.keys:
-            launch = replace(launch, trainable_blob=b"")
-        else:
-            worker.keys.add(launch.trainable_key)
+        launch = self._without_known_blob(worker, launch)
         self._trials[launch.trial_id] = worker
         self._send(worker, (START, launch), dumps((START, launch)))
         if self._prestart and self._spare is None:
             self._spare = self._spawn()
+
+    def queue_trial(self, after_trial_id: str, launch: TrialLaunch) -> bool:
+        worker = self._trials.get(after_trial_id)
+        hosted = worker.launch if worker is not None else None
+        if (
+            worker is None
+            or hosted is None
+            or worker.stopping
+            or len(worker.queued) >= self.queue_depth
+            or not (launch.reuse and hosted.reuse)
+            or launch.trainable_key != hosted.trainable_key
+            or tuple(launch.allocation.gpu_ids) != worker.gpu_ids
+            or launch.trial_id in self._trials
+            or launch.trial_id in self._queued
+        ):
+            return False
+        launch = self._without_known_blob(worker, launch)
+        worker.queued.append(launch)
+        self._queued[launch.trial_id] = worker
+        claim_path = self._claim_of[launch.trial_id] = self._claims.new_claim(launch.trial_id)
+        command = (QUEUE, (launch, claim_path))
+        self._send(worker, command, dumps(command))
+        return True
+
+    def unqueue_trial(self, trial_id: str) -> bool:
+        worker = self._queued.get(trial_id)
+        if worker is None or not claim(self._claim_of[trial_id]):
+            return False  # its worker has it (or it is not queued)
+        del self._queued[trial_id], self._claim_of[trial_id]
+        worker.queued = [q for q in worker.queued if q.trial_id != trial_id]
+        return True
+
+    @staticmethod
+    def _without_known_blob(worker: Worker, launch: TrialLaunch) -> TrialLaunch:
+        """The launch without its trainable when the worker has that class already."""
+        if launch.trainable_key in worker.keys:
+            return replace(launch, trainable_blob=b"")
+        worker.keys.add(launch.trainable_key)
+        return launch
 
     def grant(self, trial_id: str, iterations: int) -> None:
         worker = self._trials.get(trial_id)
@@ -144,6 +188,7 @@ class LocalExecutor(Executor):
         worker.retiring = True
         worker.child.kill(signal.SIGKILL)
         self._close_conn(worker)
+        self._drop_queued(worker, self._unqueued)
 
     def warm_up(self) -> None:
         """Start the fork server and fork the spare worker now, without waiting.
@@ -181,7 +226,8 @@ class LocalExecutor(Executor):
         if self._closed:
             return []
         deadline = None if timeout is None else time.monotonic() + timeout
-        events: list[Event] = []
+        events: list[Event] = self._unqueued
+        self._unqueued = []
         wait: float | None = 0.0
         while True:
             for key, _ in self._selector.select(wait):
@@ -211,6 +257,12 @@ class LocalExecutor(Executor):
         self._accept(worker, pickle.loads(data), events)
 
     def _accept(self, worker: Worker, event: Event, events: list[Event]) -> None:
+        if isinstance(event, TrialUnqueued):
+            if self._queued.get(event.trial_id) is worker:
+                del self._queued[event.trial_id], self._claim_of[event.trial_id]
+                worker.queued = [q for q in worker.queued if q.trial_id != event.trial_id]
+                events.append(event)
+            return
         launch = worker.launch
         if launch is None or event.trial_id != launch.trial_id:
             return  # killed, or already ended
@@ -226,6 +278,19 @@ class LocalExecutor(Executor):
         elif isinstance(event, (TrialStopped, TrialFailed)):
             del self._trials[launch.trial_id]
             worker.launch = None
+            if isinstance(event, TrialStopped) and worker.queued and launch.reuse:
+                # The worker goes straight on with the first trial queued behind this
+                # one: it started it already, or does when its queue command arrives.
+                queued = worker.queued.pop(0)
+                del self._queued[queued.trial_id]
+                self._claims.forget(self._claim_of.pop(queued.trial_id))  # the worker's now
+                worker.launch = queued
+                worker.started = worker.stopping = worker.stops_itself = False
+                worker.reuse_attempt = True
+                self._trials[queued.trial_id] = worker
+                events.append(replace(event, successor=queued.trial_id))
+                return
+            self._drop_queued(worker, events)  # failed: it retires without starting it
             if isinstance(event, TrialStopped) and launch.reuse:
                 worker.idle_key = launch.trainable_key
                 self._idle.append(worker)
@@ -247,6 +312,7 @@ class LocalExecutor(Executor):
 
     def _on_death(self, worker: Worker, code: int | None, events: list[Event]) -> None:
         self._forget(worker)
+        self._drop_queued(worker, events)
         launch = worker.launch
         if launch is None or worker.retiring:
             return
@@ -260,6 +326,13 @@ class LocalExecutor(Executor):
         events.append(
             TrialFailed(launch.trial_id, error=error, exc_type="WorkerDied", during=during)
         )
+
+    def _drop_queued(self, worker: Worker, events: list[Event]) -> None:
+        """The trials queued on ``worker`` will not start there: they wait again."""
+        queued, worker.queued = worker.queued, []
+        for launch in queued:
+            del self._queued[launch.trial_id], self._claim_of[launch.trial_id]
+            events.append(TrialUnqueued(launch.trial_id))
 
     # ------------------------------------------------------------------ workers
     def _spawn(self) -> Worker:
@@ -302,6 +375,7 @@ class LocalExecutor(Executor):
         worker.retiring = True
         self._send(worker, (EXIT, None))
         self._close_conn(worker)
+        self._drop_queued(worker, self._unqueued)
 
     def _send(self, worker: Worker, command: Command, data: bytes | None = None) -> None:
         conn = worker.child.conn
@@ -337,9 +411,12 @@ class LocalExecutor(Executor):
         """Stop every worker: ask them to exit, then terminate, then kill."""
         self._closed = True
         self._trials.clear()
+        self._queued.clear()
+        self._claim_of.clear()
         self._idle.clear()
         self._spare = None
         self._finalizer()
+        self._claims.close()
 
 
 def _origin() -> tuple[tuple[str, ...], str, dict[str, str]]:

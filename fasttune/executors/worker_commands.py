@@ -19,6 +19,9 @@ GRANT = "grant"  # argument: int, more iterations the trial may run
 SAVE = "save"  # argument: None
 STOP = "stop"  # argument: None
 EXIT = "exit"  # argument: None; stop any Trainable and leave the loop
+# argument: (TrialLaunch, claim file): to start after the hosted trial (and those queued
+# before it) if the worker claims it first (executors/_claims.py)
+QUEUE = "queue"
 
 Command = tuple[str, Any]
 

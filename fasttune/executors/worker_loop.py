@@ -25,6 +25,7 @@ from typing import Any
 import cloudpickle
 
 from fasttune import result as R
+from fasttune.executors._claims import claim
 from fasttune.executors.base import (
     TrialFailed,
     TrialLaunch,
@@ -32,6 +33,7 @@ from fasttune.executors.base import (
     TrialSaved,
     TrialStarted,
     TrialStopped,
+    TrialUnqueued,
 )
 from fasttune.executors.flow_control import (
     COMMAND_POLL_S,
@@ -42,6 +44,7 @@ from fasttune.executors.flow_control import (
 from fasttune.executors.worker_commands import (
     EXIT,
     GRANT,
+    QUEUE,
     SAVE,
     START,
     STOP,
@@ -100,6 +103,8 @@ class WorkerLoop:
         self._files: TrialResultFiles | None = None  # the hosted trial's result files
         self._checkpoint_unacked = False  # a result with a checkpoint awaits its grant
         self._interrupting: Command | None = None  # the command that ended a batch
+        # Launches to start in turn once the hosted trial stops, each with its claim file
+        self._queued: list[tuple[TrialLaunch, str]] = []
         self.retired = False  # the last trial ended and nothing is kept for reuse
         self.exit_requested = False
 
@@ -153,6 +158,8 @@ class WorkerLoop:
                     self._checkpoint_unacked = False
         elif op == START:
             self._start(argument)
+        elif op == QUEUE:
+            self._queue(*argument)
         elif op == SAVE:
             self._save()
         elif op == STOP:
@@ -165,6 +172,7 @@ class WorkerLoop:
     def close(self) -> None:
         """Stop the live Trainable, if any (best effort)."""
         self._launch = None
+        self._queued = []
         try:
             self._close_files()
         finally:
@@ -282,23 +290,48 @@ class WorkerLoop:
             self.handle(interrupting)
 
     def _take_grants(self) -> bool:
-        """Apply the waiting commands while they are grants; False at another one.
+        """Apply the waiting commands while they are grants (or queued launches);
+        False at another one.
 
         A grant only adds credit and acknowledges results, so it need not end a batch
         (the driver answers every batch with one: were it to end the next, batches
-        would shrink to the driver's round trip). Any other command ends the batch
-        and is handled right after it is sent.
+        would shrink to the driver's round trip); a queued launch is only kept. Any
+        other command ends the batch and is handled right after it is sent.
         """
         transport = self._transport
         while transport.poll():
             command = transport.recv()
-            if command[0] != GRANT:
+            if command[0] != GRANT and command[0] != QUEUE:
                 self._interrupting = command
                 return False
             self.handle(command)
         return True
 
     # ------------------------------------------------------------------ commands
+    def _queue(self, launch: TrialLaunch, claim_path: str) -> None:
+        """Keep ``launch`` to start once the hosted trial and those queued before it
+        have run; with nothing hosted (the trial ahead stopped before this arrived: the
+        driver reads that trial's ``TrialStopped`` as handing over), start it now."""
+        self._queued.append((launch, claim_path))
+        if self._launch is None and not self.retired:
+            successor = self._claim_next()
+            if successor is not None:
+                self._start(successor)
+
+    def _claim_next(self) -> TrialLaunch | None:
+        """The first queued launch the driver has not taken back (now claimed)."""
+        while self._queued:
+            launch, claim_path = self._queued.pop(0)
+            if claim(claim_path):
+                return launch
+        return None
+
+    def _give_back_queued(self) -> None:
+        """Give every queued launch back (this worker retires)."""
+        queued, self._queued = self._queued, []
+        for launch, _ in queued:
+            self._transport.send(TrialUnqueued(launch.trial_id))
+
     def _start(self, launch: TrialLaunch) -> None:
         if not os.path.isabs(launch.trial_dir):  # paths must survive the chdir
             launch = replace(launch, trial_dir=os.path.abspath(launch.trial_dir))
@@ -386,7 +419,15 @@ class WorkerLoop:
             self.retired = True
         # With reuse the live Trainable stays idle until the next START resets it.
         self._launch = None
-        self._transport.send(TrialStopped(launch.trial_id))
+        successor = None if self.retired else self._claim_next()
+        if successor is None:
+            self._transport.send(TrialStopped(launch.trial_id))
+            if self.retired:
+                self._give_back_queued()
+            return
+        # The first queued trial takes this trial's place (and resources) at once.
+        self._transport.send(TrialStopped(launch.trial_id, successor=successor.trial_id))
+        self._start(successor)
 
     # ------------------------------------------------------------------ helpers
     def _upload(self, checkpoint_dir: str) -> None:
@@ -443,6 +484,7 @@ class WorkerLoop:
         self._trainable = self._key = None
         self.retired = True
         self._transport.send(event)
+        self._give_back_queued()
 
     def _discard_trainable(self) -> None:
         trainable, self._trainable, self._key = self._trainable, None, None

@@ -1,0 +1,56 @@
+"""Claims on queued launches: whoever creates a queued trial's claim file first has it.
+
+A launch queued on a worker (``Executor.queue_trial``) is wanted by two processes that
+cannot wait for each other: the worker, to start it when its trial stops, and the
+driver, to take it back (the worker may be inside a long iteration and read no
+command for a while). Each tries to create the trial's claim file with ``O_EXCL``: the
+file system makes exactly one succeed, so the driver knows at once whether it has the
+trial back, without a message. On tmpfs (``/dev/shm``) where there is one: a creation
+there costs microseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+_SHARED_MEMORY = "/dev/shm"
+
+
+def claim(path: str) -> bool:
+    """Create the claim file ``path``; True if this call created it."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        return False
+    return True
+
+
+class ClaimDirectory:
+    """A directory of claim files, made on first use and removed by :meth:`close`."""
+
+    def __init__(self) -> None:
+        self._path: str | None = None
+        self._count = 0
+
+    def new_claim(self, trial_id: str) -> str:
+        """The path of a new claim on ``trial_id`` (each queueing of a trial has its own:
+        one taken back earlier must not make the next fail)."""
+        if self._path is None:
+            shared = _SHARED_MEMORY if os.access(_SHARED_MEMORY, os.W_OK) else None
+            self._path = tempfile.mkdtemp(prefix="fasttune-claims-", dir=shared)
+        self._count += 1
+        return os.path.join(self._path, f"{trial_id}.{self._count}")
+
+    @staticmethod
+    def forget(path: str) -> None:
+        """Remove a claim nobody will try again (its trial started)."""
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+    def close(self) -> None:
+        if self._path is not None:
+            shutil.rmtree(self._path, ignore_errors=True)
+            self._path = None

@@ -1,0 +1,170 @@
+"""LocalExecutor: trials queued behind a running one (``Executor.queue_trial``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from fasttune.executors import (
+    LocalExecutor,
+    TrialFailed,
+    TrialStarted,
+    TrialStopped,
+    TrialUnqueued,
+)
+from tests.executors._trainables import Counter, Failing
+from tests.executors.conformance import BIG, ended, has, n_results, of, results
+
+
+@pytest.fixture
+def executor():
+    executor = LocalExecutor()
+    yield executor
+    executor.shutdown()
+
+
+@pytest.fixture
+def launch_of(make_launch):
+    """A reusable Counter launch that stops by itself after ``stop_at`` iterations."""
+
+    def make(stop_at: int | None = None, **config):
+        if stop_at is not None:
+            config["stop_at"] = stop_at
+        return make_launch(
+            Counter, config, initial_credit=BIG, reuse=True, stop_when_done=True, key="counter"
+        )
+
+    return make
+
+
+def _stopped(events, trial_id: str) -> TrialStopped:
+    (stopped,) = of(events, TrialStopped, trial_id)
+    return stopped
+
+
+def test_a_queued_trial_starts_on_the_worker_where_the_trial_ahead_stops(
+    executor, launch_of, wait_for
+):
+    ahead, queued = launch_of(stop_at=3, sleep=0.05), launch_of(stop_at=2)
+    executor.start_trial(ahead)
+    assert executor.queue_trial(ahead.trial_id, queued)
+    events = wait_for(executor, ended(queued.trial_id))
+    assert _stopped(events, ahead.trial_id).successor == queued.trial_id
+    assert _stopped(events, queued.trial_id).successor is None
+    first = next(type(e) for e in events if e.trial_id == queued.trial_id)
+    assert first is TrialStarted  # after the TrialStopped naming it
+    assert events.index(_stopped(events, ahead.trial_id)) < events.index(
+        of(events, TrialStarted, queued.trial_id)[0]
+    )
+    assert [r["count"] for r in results(events, queued.trial_id)] == [1, 2]
+    pids = {r["worker_pid"] for r in results(events)}
+    assert len(pids) == 1  # the same worker, its Trainable reset
+    assert of(events, TrialStarted, queued.trial_id)[0].reused
+    assert executor.num_running == 0
+
+
+def test_a_queue_command_that_comes_after_the_trial_ahead_stopped_starts_it_there(
+    executor, launch_of, wait_for
+):
+    ahead, queued = launch_of(stop_at=1), launch_of(stop_at=1)
+    executor.start_trial(ahead)
+    time.sleep(1.0)  # the trial ahead ends; its events wait, unread, in the pipe
+    assert executor.queue_trial(ahead.trial_id, queued)
+    events = wait_for(executor, ended(queued.trial_id))
+    # The worker had no trial when the command came, so it started it at once: its
+    # earlier TrialStopped is read as handing over, as if the worker had waited.
+    assert _stopped(events, ahead.trial_id).successor == queued.trial_id
+    assert [r["count"] for r in results(events, queued.trial_id)] == [1]
+    assert executor.num_running == 0
+
+
+def test_two_trials_queued_behind_one_start_in_turn_and_a_third_is_refused(
+    executor, launch_of, wait_for
+):
+    ahead, second, third, refused = (
+        launch_of(stop_at=2, sleep=0.05),
+        launch_of(stop_at=1),
+        launch_of(stop_at=1),
+        launch_of(stop_at=1),
+    )
+    executor.start_trial(ahead)
+    assert executor.queue_trial(ahead.trial_id, second)
+    assert executor.queue_trial(ahead.trial_id, third)
+    assert not executor.queue_trial(ahead.trial_id, refused)  # queue_depth is 2
+    events = wait_for(executor, ended(third.trial_id))
+    assert _stopped(events, ahead.trial_id).successor == second.trial_id
+    assert _stopped(events, second.trial_id).successor == third.trial_id
+    assert not of(events, TrialStarted, refused.trial_id)
+
+
+def test_a_trial_taken_back_from_behind_a_long_iteration_never_starts_there(
+    executor, launch_of, wait_for
+):
+    ahead, queued = launch_of(stop_at=1, sleep=2.0), launch_of(stop_at=1)
+    executor.start_trial(ahead)
+    wait_for(executor, has(TrialStarted, ahead.trial_id))
+    assert executor.queue_trial(ahead.trial_id, queued)
+    started = time.monotonic()
+    # The worker is inside its 2 s iteration and reads no command: taking the trial
+    # back does not wait for it.
+    assert executor.unqueue_trial(queued.trial_id)
+    assert time.monotonic() - started < 0.5
+    assert not executor.unqueue_trial(queued.trial_id)  # not queued any more
+    events = wait_for(executor, ended(ahead.trial_id))
+    assert _stopped(events, ahead.trial_id).successor is None
+    assert not [e for e in events if e.trial_id == queued.trial_id]
+    executor.start_trial(queued)  # it can run anywhere now
+    assert [r["count"] for r in results(wait_for(executor, ended(queued.trial_id)))] == [1]
+
+
+def test_a_trial_that_started_behind_its_trial_ahead_cannot_be_taken_back(
+    executor, launch_of, wait_for
+):
+    ahead, queued = launch_of(stop_at=1), launch_of(sleep=0.01)
+    executor.start_trial(ahead)
+    assert executor.queue_trial(ahead.trial_id, queued)
+    wait_for(executor, n_results(queued.trial_id, 1))
+    assert not executor.unqueue_trial(queued.trial_id)
+    executor.stop_trial(queued.trial_id)
+    wait_for(executor, ended(queued.trial_id))
+
+
+def test_a_trial_queued_behind_one_that_fails_is_given_back(executor, make_launch, wait_for):
+    ahead = make_launch(Failing, {"fail_at": 2}, initial_credit=BIG, reuse=True, key="k")
+    queued = make_launch(Failing, {"fail_at": 5}, initial_credit=BIG, reuse=True, key="k")
+    executor.start_trial(ahead)
+    assert executor.queue_trial(ahead.trial_id, queued)
+    events = wait_for(executor, has(TrialUnqueued, queued.trial_id))
+    assert isinstance(of(events, TrialFailed, ahead.trial_id)[0], TrialFailed)
+    assert not of(events, TrialStarted, queued.trial_id)
+    assert len(of(events, TrialUnqueued, queued.trial_id)) == 1
+
+
+def test_a_trial_queued_behind_a_worker_that_dies_is_given_back(executor, launch_of, wait_for):
+    ahead, queued = launch_of(sleep=0.01), launch_of(stop_at=1)
+    executor.start_trial(ahead)
+    pid = results(wait_for(executor, n_results(ahead.trial_id, 1)))[0]["worker_pid"]
+    assert executor.queue_trial(ahead.trial_id, queued)
+    os.kill(pid, signal.SIGKILL)
+    events = wait_for(executor, has(TrialUnqueued, queued.trial_id))
+    events += wait_for(executor, ended(ahead.trial_id)) if not ended(ahead.trial_id)(events) else []
+    assert of(events, TrialFailed, ahead.trial_id)[0].exc_type == "WorkerDied"
+    assert not of(events, TrialStarted, queued.trial_id)
+
+
+def test_a_trial_is_queued_only_behind_a_reusable_trial_of_its_trainable(
+    executor, make_launch, launch_of, wait_for
+):
+    ahead = launch_of(sleep=0.01)
+    executor.start_trial(ahead)
+    wait_for(executor, n_results(ahead.trial_id, 1))
+    not_reused = make_launch(Counter, {}, reuse=False, key="counter")
+    other_key = make_launch(Counter, {}, reuse=True, key="another")
+    assert not executor.queue_trial(ahead.trial_id, not_reused)
+    assert not executor.queue_trial(ahead.trial_id, other_key)
+    assert not executor.queue_trial("no_such_trial", launch_of(stop_at=1))
+    executor.stop_trial(ahead.trial_id)
+    wait_for(executor, ended(ahead.trial_id))
