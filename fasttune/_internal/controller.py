@@ -34,12 +34,15 @@ from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline
 from fasttune._internal.run_spec import RunSpec
 from fasttune._internal.state_layout import STATE_FILES, CompletionBitmap
 from fasttune._internal.trial_lifecycle import StopIntent, TrialLifecycle
+from fasttune._internal.trial_queue import TrialQueues
 from fasttune.executors.base import (
+    Allocation,
     TrialFailed,
     TrialResults,
     TrialSaved,
     TrialStarted,
     TrialStopped,
+    TrialUnqueued,
 )
 from fasttune.experiment.trial import Trial, TrialStatus
 from fasttune.storage.experiment_lease import LeaseLostError
@@ -94,9 +97,13 @@ class TuneController:
         self.search_finished = False
         self._search_state_dirty = False
         # Trials created by this run and not launched yet: no files of theirs can exist.
+        # (Never a restored PENDING trial: one queued behind another may have started
+        # before the driver journaled it RUNNING, then been killed.)
         self._never_launched: set[str] = set()
         # Trials whose completion the search algorithm was told (saved with its state).
         self.search_completed = CompletionBitmap(self.lifecycle.position)
+        # Short trials queued behind running ones (trial_queue.py).
+        self.queues = TrialQueues(spec.queue_depth, self.lifecycle, spec.executor, clock=spec.clock)
         # Remote storage: the staging directory is published at each snapshot.
         storage = spec.storage
         self.storage_sync = (
@@ -168,6 +175,10 @@ class TuneController:
         # Trials are created ahead once the free slots are filled: a worker waiting for
         # its next trial does not wait for the next batch of suggestions.
         self._launch_trials()
+        if self.queues.depth:
+            for trial in self.queues.recall_overdue():
+                self.lifecycle.unqueued(trial)
+            self.queues.fill(self._launch_queued, self._never_launched)
         self._fill_pending()
 
     def _launch_trials(self) -> None:
@@ -178,7 +189,13 @@ class TuneController:
                 self._create_trial()
             trial = self.spec.scheduler.choose_trial_to_run(self.view)
             self._execute_requests()
-            if trial is None or lifecycle.is_launched(trial):
+            if trial is None:
+                back = self.queues.reclaim(self._has_resources_for)
+                if not back:
+                    return
+                self.lifecycle.unqueued(back[0])  # the next turn launches it
+                continue
+            if lifecycle.is_launched(trial):
                 return
             allocation = self.spec.resource_manager.try_allocate(
                 trial.trial_id, trial.placement_group_factory
@@ -235,6 +252,7 @@ class TuneController:
         trial.resume_point = None if first_start else resume_point(trial, restore)
         launch = make_launch(self.spec, trial, allocation, restore, first_start=first_start)
         self.lifecycle.launch(trial, launch)
+        self.queues.launched(trial.trial_id, allocation)
 
     def _save_search_state(self, *, compact: bool = False) -> None:
         self.state.save_search_state(
@@ -245,6 +263,39 @@ class TuneController:
     def _has_resources_for(self, trial: Trial) -> bool:
         rm = self.spec.resource_manager
         return rm.can_allocate(trial.placement_group_factory)
+
+    # ------------------------------------------------------------------ queued trials
+    def _launch_queued(self, trial: Trial, allocation: Allocation) -> Any:
+        """The launch of a trial to queue behind one holding ``allocation``."""
+        if self._search_state_dirty:
+            self._save_search_state()  # before the trial may start, as in _launch
+        trial.resume_point = None
+        return make_launch(self.spec, trial, allocation, None, first_start=True)
+
+    def _adopt(self, trial: Trial, queued: list[str]) -> None:
+        """The queued ``trial`` started where the trial ahead of it stopped; the others
+        ``queued`` there wait on it now."""
+        self.queues.handed_over(trial.trial_id, queued)
+        allocation = self.spec.resource_manager.try_allocate(
+            trial.trial_id, trial.placement_group_factory
+        )
+        if allocation is None:  # the trial ahead's resources were released just before
+            raise RuntimeError(f"no resources for {trial}, queued behind a trial that stopped")
+        self._never_launched.discard(trial.trial_id)
+        self.lifecycle.adopt(trial)
+        self.queues.launched(trial.trial_id, allocation)
+        if trial.trial_id in self.queues.end_when_started:
+            self.queues.end_when_started.discard(trial.trial_id)
+            self.terminate_trial(trial)
+
+    def _on_unqueued(self, trial: Trial) -> None:
+        """The queued ``trial`` is waiting again (the trial ahead failed or its worker
+        died before starting it)."""
+        self.queues.given_back(trial.trial_id)
+        self.lifecycle.unqueued(trial)
+        if trial.trial_id in self.queues.end_when_started:
+            self.queues.end_when_started.discard(trial.trial_id)
+            self.terminate_trial(trial)
 
     # ------------------------------------------------------------------ events
     def _handle(self, event: Any) -> None:
@@ -259,9 +310,14 @@ class TuneController:
         elif isinstance(event, TrialSaved):
             self._on_saved(trial, event.checkpoint_path)
         elif isinstance(event, TrialStopped):
+            behind = self.queues.take_behind(trial.trial_id)
             self._on_stopped(trial)
+            if event.successor is not None:
+                self._adopt(self.lifecycle.by_id[event.successor], behind)
         elif isinstance(event, TrialFailed):
             self._on_failed(trial, event)
+        elif isinstance(event, TrialUnqueued):
+            self._on_unqueued(trial)
 
     def _callback(self, hook: str, trial: Trial, **kwargs: Any) -> None:
         getattr(self.spec.callbacks, hook)(
@@ -355,6 +411,7 @@ class TuneController:
         self._callback("on_checkpoint", trial, checkpoint=manager.latest_checkpoint)
 
     def _on_stopped(self, trial: Trial) -> None:
+        self.queues.left(trial.trial_id)
         status = self.lifecycle.stopped(
             trial,
             interrupted=bool(self._interrupted),
@@ -383,6 +440,7 @@ class TuneController:
             )
             self._on_stopped(trial)
             return
+        self.queues.left(trial.trial_id)
         intent, change = self.lifecycle.failed(trial)
         record_failure(trial, event)
         if self._interrupted:
@@ -419,7 +477,13 @@ class TuneController:
     # The RequestHost interface (plugin_requests.py), also used by result decisions.
     def terminate_trial(self, trial: Trial) -> None:
         """End ``trial``: stop it if launched (saving if ``checkpoint_at_end``), else
-        terminate it where it waits."""
+        terminate it where it waits (a queued one is taken back first, or stopped as soon
+        as it has started if it is starting)."""
+        if self.lifecycle.is_queued(trial):
+            if not self.queues.unqueue(trial):
+                self.queues.end_when_started.add(trial.trial_id)  # it is starting
+                return
+            self.lifecycle.unqueued(trial)
         if self.lifecycle.is_launched(trial):
             self.lifecycle.stop(trial, StopIntent.TERMINATE, save=self.spec.checkpoint_at_end)
         elif not trial.is_finished():
@@ -449,6 +513,9 @@ class TuneController:
         self.search_finished = True
         if self._interrupted:
             self.lifecycle.interrupt_all()  # waiting trials stay as they are, for restore
+            for trial in self.lifecycle.queued_trials():
+                if self.queues.unqueue(trial):
+                    self.lifecycle.unqueued(trial)  # PENDING on disk, for restore
             return
         for trial in self.lifecycle.live_trials():
             self.terminate_trial(trial)

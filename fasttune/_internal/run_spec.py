@@ -65,3 +65,7 @@ class RunSpec:
     # With result_files: nothing on the driver looks at every result, so workers send
     # only the last of each batch (with the others' statistics).
     last_result_only: bool = False
+    # Trials start in FIFO order on reused workers of an executor that can queue trials
+    # behind a running one, this many (0: none): short trials are queued
+    # (controller._queue_successors).
+    queue_depth: int = 0

@@ -294,6 +294,9 @@ def build_run_spec(
         chdir=_chdir_enabled(),
         flow=_flow(executor, scheduler, stopper, criterion, result_files),
         max_pending_trials=_max_pending_trials(search_alg, resource_manager),
+        queue_depth=getattr(executor, "queue_depth", 0)
+        if reuse and _starts_in_fifo_order(scheduler)
+        else 0,
         experiment_id=uuid.uuid4().hex,
         meta={"name": name, "trainable_name": trainable_name, "metric": metric, "mode": mode},
         snapshot_period_s=_snapshot_period_s(),
@@ -316,6 +319,14 @@ def _flow(
     ):
         return flow_control.UNDECIDED
     return flow_control.for_scheduler(scheduler)
+
+
+def _starts_in_fifo_order(scheduler: Any) -> bool:
+    """Whether the scheduler picks the next trial as FIFO does (first waiting that fits)."""
+    from fasttune.schedulers.trial_scheduler import FIFOScheduler
+
+    chooser = getattr(type(scheduler), "choose_trial_to_run", None)
+    return chooser is FIFOScheduler.choose_trial_to_run
 
 
 def _no_decision_on_results(scheduler: Any, stopper: Any, criterion: dict[str, Any]) -> bool:

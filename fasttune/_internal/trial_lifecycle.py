@@ -13,6 +13,10 @@ from        transition            to          side effects
 PENDING,    :meth:`launch`        RUNNING     config logged if replaced; executor
                                               START; journal
 PAUSED
+PENDING     :meth:`queue`         PENDING **  config logged if replaced; executor QUEUE
+PENDING **  :meth:`adopt`         RUNNING     journal (the executor started it behind
+                                              the trial ahead, with its resources)
+PENDING **  :meth:`unqueued`      PENDING     none (waiting again)
 RUNNING     :meth:`stop`          RUNNING *   executor SAVE (if asked) and STOP
 RUNNING *   :meth:`stopped`       intent      resources released; journal (a change
                                               waiting for the pause makes it PENDING)
@@ -31,12 +35,16 @@ finished    :meth:`told`          finished    journal: the callbacks heard of th
 
 (*) still RUNNING, with a stop intent: PAUSE, TERMINATE or INTERRUPT (Ctrl-C: the
 trial stays RUNNING on disk and ``Tuner.restore`` resumes it).
+(**) *queued*: still PENDING to everyone (status, journal, callbacks), but neither
+waiting nor launched: the executor holds its launch behind a running trial
+(``Executor.queue_trial``) and starts it the moment that trial stops, without the
+round trip through the controller; it holds no resources until then.
 
 Invariants (checked by :meth:`_set_status` and the transitions):
 
-- a trial is *waiting* (PENDING or PAUSED, not launched), *launched* (RUNNING) or
-  finished (TERMINATED, ERROR); only an interrupted run leaves a trial RUNNING and not
-  launched;
+- a trial is *waiting* (PENDING or PAUSED, not launched), *queued* (PENDING),
+  *launched* (RUNNING) or finished (TERMINATED, ERROR); only an interrupted run leaves
+  a trial RUNNING and not launched;
 - a launched trial holds one allocation, released exactly once: when the executor
   confirms it stopped or failed;
 - only a launched trial has a stop intent, at most one; TERMINATE overrides PAUSE;
@@ -120,6 +128,7 @@ class TrialLifecycle:
             t.trial_id: t for t in self.trials if t.status in (PENDING, PAUSED)
         }
         self._launched: set[str] = set()
+        self._queued: dict[str, Trial] = {}
         self._restoring: set[str] = set()  # launched from a checkpoint, not started yet
         self._stopping: dict[str, StopIntent] = {}
         self._after_pause: dict[str, Change] = {}
@@ -137,7 +146,14 @@ class TrialLifecycle:
 
     @property
     def any_launched_or_stopping(self) -> bool:
-        return bool(self._launched or self._stopping)
+        return bool(self._launched or self._stopping or self._queued)
+
+    def is_queued(self, trial: Trial) -> bool:
+        return trial.trial_id in self._queued
+
+    def queued_trials(self) -> list[Trial]:
+        """Queued trials in creation order."""
+        return self._in_creation_order(self._queued.values())
 
     @property
     def any_waiting(self) -> bool:
@@ -168,7 +184,7 @@ class TrialLifecycle:
         """Unfinished trials in creation order, in O(live trials)."""
         by_id = self.by_id
         running = (by_id[i] for i in self._launched if i not in self._waiting)
-        return self._in_creation_order([*self._waiting.values(), *running])
+        return self._in_creation_order([*self._waiting.values(), *self._queued.values(), *running])
 
     def launched_trials(self) -> list[Trial]:
         """Launched trials in creation order."""
@@ -196,6 +212,28 @@ class TrialLifecycle:
         self._launched.add(trial.trial_id)
         trial.ending_told = False  # a trial run again ends again
         self._set_status(trial, RUNNING)
+
+    def queue(self, trial: Trial, after_trial_id: str, launch: Any) -> bool:
+        """Queue a PENDING trial behind launched trial ``after_trial_id``; False (and
+        nothing changed) when the executor cannot."""
+        self._record_config(trial)
+        if not self._executor.queue_trial(after_trial_id, launch):
+            return False
+        del self._waiting[trial.trial_id]
+        self._queued[trial.trial_id] = trial
+        return True
+
+    def adopt(self, trial: Trial) -> None:
+        """A queued trial started behind the trial ahead (its resources are held)."""
+        del self._queued[trial.trial_id]
+        self._launched.add(trial.trial_id)
+        trial.ending_told = False
+        self._set_status(trial, RUNNING)
+
+    def unqueued(self, trial: Trial) -> None:
+        """A queued trial waits again (the executor gave it back)."""
+        if self._queued.pop(trial.trial_id, None) is not None:
+            self._waiting[trial.trial_id] = trial
 
     def started(self, trial: Trial) -> bool:
         """The executor started ``trial``; True when it resumed from a checkpoint."""

@@ -1,0 +1,158 @@
+"""Short trials queued behind running ones (``Executor.queue_trial``).
+
+A round trip through the controller between two trials (the worker reports the end,
+the loop handles it, picks the next trial, sends its launch) costs ~1 ms, more on a
+busy machine: most of a trial that runs a millisecond. While the trials of a run are
+that short, the controller queues the next waiting trials, in FIFO order, behind the
+running ones, up to the executor's ``queue_depth`` each; a worker starts the first
+trial queued on it the moment its trial stops, with that trial's resources, and the
+controller learns of it from the ``TrialStopped`` that names it (it then holds those
+resources: ``TuneController._adopt``).
+
+Only first starts are queued, behind trials of the same request, without GPUs, and
+only while the trials' run times average under :data:`QUEUE_TRIALS_UNDER_S`. Queued
+trials are taken back from behind a trial that has run longer than that (it is not
+short after all: :meth:`TrialQueues.recall_overdue`), and a free slot with nothing
+else to run takes one back (:meth:`TrialQueues.reclaim`), so a queued trial never
+waits long behind another. Taking back needs no message: the worker and the driver
+both claim a queued trial, and only one claim succeeds (``executors/_claims.py``).
+Trials may start a few places out of creation order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fasttune.executors.base import Allocation
+from fasttune.experiment.trial import Trial, TrialStatus
+
+QUEUE_TRIALS_UNDER_S = 0.05
+
+# The weight of the last trial in the moving average of run times.
+_AVERAGE_WEIGHT = 0.2
+
+
+class TrialQueues:
+    """Which trials are queued behind which running trials, and when to queue more.
+
+    Args:
+        depth: Trials queued behind one running trial at most (the executor's
+            ``queue_depth``; 0: never queue).
+        lifecycle: The run's trial lifecycle (``queue``, ``waiting_trials``...).
+        executor: The executor (``unqueue_trial``).
+        clock: The controller's clock.
+    """
+
+    def __init__(self, depth: int, lifecycle: Any, executor: Any, clock: Callable[[], float]):
+        self.depth = depth
+        self._lifecycle = lifecycle
+        self._executor = executor
+        self._clock = clock
+        # Launched trials in launch order: when, and with what (what a trial queued
+        # behind them gets).
+        self._running: dict[str, tuple[float, Allocation]] = {}
+        self._behind: dict[str, list[str]] = {}  # running trial -> queued behind it
+        self.end_when_started: set[str] = set()  # to end as soon as they start
+        self._run_s: float | None = None  # moving average of the trials' run times
+
+    # ------------------------------------------------------------------ running trials
+    def launched(self, trial_id: str, allocation: Allocation) -> None:
+        self._running[trial_id] = (self._clock(), allocation)
+
+    def left(self, trial_id: str) -> None:
+        """The trial left its worker: its run time joins the average."""
+        launched = self._running.pop(trial_id, None)
+        self._behind.pop(trial_id, None)
+        if launched is not None:
+            run_s = self._clock() - launched[0]
+            average = self._run_s
+            self._run_s = (
+                run_s if average is None else average + _AVERAGE_WEIGHT * (run_s - average)
+            )
+
+    def take_behind(self, trial_id: str) -> list[str]:
+        """The trials queued behind ``trial_id`` (forgotten here)."""
+        return self._behind.pop(trial_id, [])
+
+    def handed_over(self, trial_id: str, queued: list[str]) -> None:
+        """``trial_id``, queued first in ``queued``, started: the others wait on it."""
+        self._behind[trial_id] = [i for i in queued if i != trial_id]
+
+    def given_back(self, trial_id: str) -> None:
+        """Queued ``trial_id`` is not queued any more: it waits again."""
+        for queued in self._behind.values():
+            if trial_id in queued:
+                queued.remove(trial_id)
+                return
+
+    # ------------------------------------------------------------------ queueing
+    def fill(self, make_launch: Callable[[Trial, Allocation], Any], first_start: set[str]) -> None:
+        """Queue waiting trials behind the running ones, round robin, FIFO order.
+
+        Args:
+            make_launch: The launch of a trial with the given allocation (the trial
+                ahead's); called just before the trial is queued.
+            first_start: Ids of the trials never launched (only those are queued).
+        """
+        if not self.depth or self._run_s is None or self._run_s >= QUEUE_TRIALS_UNDER_S:
+            return
+        lifecycle = self._lifecycle
+        waiting: Any = None
+        overdue = self._clock() - QUEUE_TRIALS_UNDER_S
+        for depth in range(self.depth):
+            for ahead_id, (started, allocation) in self._running.items():  # longest first
+                ahead = lifecycle.by_id[ahead_id]
+                queued = self._behind.setdefault(ahead_id, [])
+                if (
+                    len(queued) != depth
+                    or started < overdue  # not short after all: nothing more behind it
+                    or lifecycle.stop_intent(ahead) is not None
+                ):
+                    continue
+                if waiting is None:
+                    waiting = iter(lifecycle.waiting_trials())
+                trial = next(waiting, None)
+                if (
+                    trial is None
+                    or trial.status is not TrialStatus.PENDING
+                    or trial.trial_id not in first_start
+                    or trial.restore_path
+                    or allocation.gpu_ids
+                    or trial.placement_group_factory != ahead.placement_group_factory
+                ):
+                    return  # never past a trial: FIFO order
+                if not lifecycle.queue(trial, ahead_id, make_launch(trial, allocation)):
+                    return
+                queued.append(trial.trial_id)
+
+    def recall_overdue(self) -> list[Trial]:
+        """Take back the trials queued behind one that has run longer than trials that
+        are queued for (a slow first start, an odd long trial); returns them."""
+        now = self._clock()
+        back: list[Trial] = []
+        for ahead_id, (started, _) in self._running.items():
+            queued = self._behind.get(ahead_id)
+            if queued and now - started > QUEUE_TRIALS_UNDER_S:
+                back += self._take_back(list(queued))
+        return back
+
+    def reclaim(self, fits: Callable[[Trial], bool]) -> list[Trial]:
+        """A slot is free and no waiting trial fits it: take back the first queued
+        trial that fits, unless it is starting behind its trial ahead; returns it."""
+        for trial in self._lifecycle.queued_trials():
+            if fits(trial):
+                return self._take_back([trial.trial_id])
+        return []
+
+    def unqueue(self, trial: Trial) -> bool:
+        """Take queued ``trial`` back; False if it is starting where it was queued."""
+        return bool(self._take_back([trial.trial_id]))
+
+    def _take_back(self, trial_ids: list[str]) -> list[Trial]:
+        back = []
+        for trial_id in trial_ids:
+            if self._executor.unqueue_trial(trial_id):
+                self.given_back(trial_id)
+                back.append(self._lifecycle.by_id[trial_id])
+        return back
