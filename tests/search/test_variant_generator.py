@@ -443,3 +443,20 @@ def test_input_space_and_points_are_not_mutated():
     assert space["b"] is domain and space["a"]["grid_search"] is grid_values
     result[0]["a"].append(3)
     assert grid_values == [[1], [2]]
+
+
+def test_each_variant_gets_its_own_copy_of_every_value_but_the_domains():
+    # The domains are shared with the spec (only read, then replaced by values); the
+    # rest is copied per variant, as Ray deep-copies the spec.
+    nested = {"sizes": [1, 2], "opt": {"m": 0.9}}
+    x = uniform(0, 1)
+    spec = {"x": x, "nested": nested, "g": grid_search([[1], [2]])}
+    variants = [config for _, config in generate_variants(spec, random_state=3)]
+    assert len(variants) == 2
+    first, second = variants
+    assert first["nested"] == nested and first["nested"] is not nested
+    assert first["nested"]["sizes"] is not second["nested"]["sizes"]
+    first["nested"]["sizes"].append(3)
+    assert nested["sizes"] == [1, 2] and second["nested"]["sizes"] == [1, 2]
+    assert first["g"] == [1] and second["g"] == [2] and first["g"] is not spec["g"]
+    assert spec["x"] is x and all(0 <= v["x"] < 1 for v in variants)
