@@ -157,9 +157,7 @@ def test_a_time_budget_ends_a_run_of_queued_trials(run_config):
 
 
 @pytest.mark.parametrize("after_trials", [50, 400, 1000])
-def test_a_driver_killed_while_trials_are_queued_restores_every_trial_whole(
-    tmp_path, after_trials
-):
+def test_a_driver_killed_while_trials_are_queued_restores_every_trial_whole(tmp_path, after_trials):
     # Trials start behind others before the driver journals them RUNNING: killed in
     # between, such a trial is PENDING on disk with files of its own, which the
     # restored run must cut back (not append to) when it runs it again.
