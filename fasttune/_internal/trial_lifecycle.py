@@ -127,6 +127,7 @@ class TrialLifecycle:
         self._waiting: dict[str, Trial] = {
             t.trial_id: t for t in self.trials if t.status in (PENDING, PAUSED)
         }
+        self._waiting_order: list[Trial] | None = None  # _waiting sorted, while unchanged
         self._launched: set[str] = set()
         self._queued: dict[str, Trial] = {}
         self._restoring: set[str] = set()  # launched from a checkpoint, not started yet
@@ -147,6 +148,10 @@ class TrialLifecycle:
     @property
     def any_launched_or_stopping(self) -> bool:
         return bool(self._launched or self._stopping or self._queued)
+
+    @property
+    def any_queued(self) -> bool:
+        return bool(self._queued)
 
     def is_queued(self, trial: Trial) -> bool:
         return trial.trial_id in self._queued
@@ -177,8 +182,11 @@ class TrialLifecycle:
         return sum(1 for t in self._waiting.values() if t.status is PENDING)
 
     def waiting_trials(self) -> list[Trial]:
-        """PENDING and PAUSED trials in creation order, in O(waiting trials)."""
-        return self._in_creation_order(self._waiting.values())
+        """PENDING and PAUSED trials in creation order, in O(waiting trials) (sorted
+        again only after a change: the loop asks for them several times a step)."""
+        if self._waiting_order is None:
+            self._waiting_order = self._in_creation_order(self._waiting.values())
+        return list(self._waiting_order)
 
     def live_trials(self) -> list[Trial]:
         """Unfinished trials in creation order, in O(live trials)."""
@@ -200,6 +208,7 @@ class TrialLifecycle:
         self.trials.append(trial)
         self.by_id[trial.trial_id] = trial
         self._waiting[trial.trial_id] = trial
+        self._waiting_order = None
         self._record_config(trial)
         self._state.record_trial(trial)
 
@@ -220,6 +229,7 @@ class TrialLifecycle:
         if not self._executor.queue_trial(after_trial_id, launch):
             return False
         del self._waiting[trial.trial_id]
+        self._waiting_order = None
         self._queued[trial.trial_id] = trial
         return True
 
@@ -234,6 +244,7 @@ class TrialLifecycle:
         """A queued trial waits again (the executor gave it back)."""
         if self._queued.pop(trial.trial_id, None) is not None:
             self._waiting[trial.trial_id] = trial
+            self._waiting_order = None
 
     def started(self, trial: Trial) -> bool:
         """The executor started ``trial``; True when it resumed from a checkpoint."""
@@ -401,6 +412,7 @@ class TrialLifecycle:
         trial.set_status(status)
         if status is PENDING or status is PAUSED:
             self._waiting[trial.trial_id] = trial
-        else:
-            self._waiting.pop(trial.trial_id, None)
+            self._waiting_order = None
+        elif self._waiting.pop(trial.trial_id, None) is not None:
+            self._waiting_order = None
         self._state.record_trial(trial)

@@ -138,12 +138,14 @@ class TrialQueues:
         return back
 
     def reclaim(self, fits: Callable[[Trial], bool]) -> list[Trial]:
-        """A slot is free and no waiting trial fits it: take back the first queued
-        trial that fits, unless it is starting behind its trial ahead; returns it."""
-        for trial in self._lifecycle.queued_trials():
-            if fits(trial):
-                return self._take_back([trial.trial_id])
-        return []
+        """No waiting trial can start: if none is PENDING and the first queued trial
+        fits (a slot is free), take it back, unless it is starting behind its trial
+        ahead; returns it."""
+        lifecycle = self._lifecycle
+        if not lifecycle.any_queued or lifecycle.num_pending():
+            return []
+        first = lifecycle.queued_trials()[0]
+        return self._take_back([first.trial_id]) if fits(first) else []
 
     def unqueue(self, trial: Trial) -> bool:
         """Take queued ``trial`` back; False if it is starting where it was queued."""
