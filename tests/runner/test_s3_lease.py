@@ -160,7 +160,9 @@ def test_a_paused_drivers_stale_lease_is_taken_over_and_it_stops_when_resumed(
     )
     try:
         _wait(lambda: _stopped(first.pid), "the driver to pause", timeout=30)
-        assert bucket.exists(bucket.manifest) and bucket.generation() >= 3
+        # Synced during the run before it paused (the start's sync, then at least one
+        # of the 0.2 s ones: how many fit in its ~1.5 s depends on the machine's hour).
+        assert bucket.exists(bucket.manifest) and bucket.generation() >= 2
         holder = bucket.json(bucket.lease)
         assert holder["pid"] == first.pid and holder["ttl_s"] == 5
         with pytest.raises(ExperimentInUseError, match=rf"pid {first.pid} on host"):
