@@ -35,6 +35,19 @@ class CountingExecutor(LocalExecutor):
         return events
 
 
+def _fit(trainable, trials: int, run_config, **tune_config):
+    """Run ``trials`` trials (config ``i`` = 0, 1, ...) on a counting local executor."""
+    executor = CountingExecutor()
+    grid = tune.Tuner(
+        trainable,
+        param_space={"i": tune.grid_search(list(range(trials)))},
+        tune_config=tune.TuneConfig(reuse_actors=True, **tune_config),
+        run_config=run_config,
+        _executor=executor,
+    ).fit()
+    return grid, executor
+
+
 def short(config):
     start = time.monotonic()
     for step in range(3):
@@ -42,14 +55,7 @@ def short(config):
 
 
 def test_short_trials_start_behind_running_ones(run_config):
-    executor = CountingExecutor()
-    grid = tune.Tuner(
-        short,
-        param_space={"i": tune.grid_search(list(range(80)))},
-        tune_config=tune.TuneConfig(reuse_actors=True),
-        run_config=run_config(),
-        _executor=executor,
-    ).fit()
+    grid, executor = _fit(short, 80, run_config())
     assert len(grid) == 80 and not grid.errors
     assert all(r.metrics["training_iteration"] == 3 for r in grid)
     for result in grid:  # each trial's own files, whole
@@ -68,14 +74,7 @@ def test_trials_queued_behind_one_that_runs_long_run_elsewhere_meanwhile(run_con
             time.sleep(4.0)
         tune.report({"i": config["i"], "start": start, "end": time.monotonic()})
 
-    executor = CountingExecutor()
-    grid = tune.Tuner(
-        one_is_slow,
-        param_space={"i": tune.grid_search(list(range(40)))},
-        tune_config=tune.TuneConfig(reuse_actors=True),
-        run_config=run_config(),
-        _executor=executor,
-    ).fit()
+    grid, executor = _fit(one_is_slow, 40, run_config())
     assert not grid.errors and executor.handed_over > 0
     slow = next(r for r in grid if r.config["i"] == 12)
     # Those queued behind the slow trial were asked back and ran on the other worker:
@@ -91,14 +90,7 @@ def test_a_failing_short_trial_leaves_those_queued_behind_it_to_run(run_config):
         for step in range(3):
             tune.report({"i": config["i"], "step": step})
 
-    executor = CountingExecutor()
-    grid = tune.Tuner(
-        sometimes_fails,
-        param_space={"i": tune.grid_search(list(range(60)))},
-        tune_config=tune.TuneConfig(reuse_actors=True),
-        run_config=run_config(),
-        _executor=executor,
-    ).fit()
+    grid, executor = _fit(sometimes_fails, 60, run_config())
     failed = sorted(r.config["i"] for r in grid if r.error is not None)
     assert failed == [i for i in range(60) if i % 7 == 3]
     ran = [r for r in grid if r.error is None]
@@ -122,14 +114,7 @@ class StopAllAfter(Stopper):
 
 
 def test_a_run_stopped_while_trials_are_queued_ends_every_trial(run_config):
-    executor = CountingExecutor()
-    grid = tune.Tuner(
-        short,
-        param_space={"i": tune.grid_search(list(range(400)))},
-        tune_config=tune.TuneConfig(reuse_actors=True),
-        run_config=run_config(stop=StopAllAfter(150)),
-        _executor=executor,
-    ).fit()
+    grid, executor = _fit(short, 400, run_config(stop=StopAllAfter(150)))
     ran = [r for r in grid if r.metrics.get("training_iteration")]
     assert 50 <= len(ran) < 400  # trials ran, then the stop came
     assert executor.handed_over > 0
@@ -140,15 +125,8 @@ def test_a_run_stopped_while_trials_are_queued_ends_every_trial(run_config):
 
 
 def test_a_time_budget_ends_a_run_of_queued_trials(run_config):
-    executor = CountingExecutor()
     started = time.monotonic()
-    grid = tune.Tuner(
-        short,
-        param_space={"i": tune.grid_search(list(range(100_000)))},
-        tune_config=tune.TuneConfig(reuse_actors=True, time_budget_s=2),
-        run_config=run_config(),
-        _executor=executor,
-    ).fit()
+    grid, executor = _fit(short, 100_000, run_config(), time_budget_s=2)
     assert time.monotonic() - started < 60
     assert executor.handed_over > 0
     ran = [r for r in grid if r.metrics.get("training_iteration") == 3]
