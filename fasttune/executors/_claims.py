@@ -6,7 +6,8 @@ driver, to take it back (the worker may be inside a long iteration and read no
 command for a while). Each tries to create the trial's claim file with ``O_EXCL``: the
 file system makes exactly one succeed, so the driver knows at once whether it has the
 trial back, without a message. On tmpfs (``/dev/shm``) where there is one: a creation
-there costs microseconds.
+there costs microseconds. A driver removes its directory when its executor shuts down,
+and the directories of drivers that died (their pid is in the name) when it makes one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shutil
 import tempfile
 
 _SHARED_MEMORY = "/dev/shm"
+_PREFIX = "fasttune-claims-"
 
 
 def claim(path: str) -> bool:
@@ -40,7 +42,9 @@ class ClaimDirectory:
         one taken back earlier must not make the next fail)."""
         if self._path is None:
             shared = _SHARED_MEMORY if os.access(_SHARED_MEMORY, os.W_OK) else None
-            self._path = tempfile.mkdtemp(prefix="fasttune-claims-", dir=shared)
+            parent = shared or tempfile.gettempdir()
+            remove_dead_drivers_claims(parent)
+            self._path = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=parent)
         self._count += 1
         return os.path.join(self._path, f"{trial_id}.{self._count}")
 
@@ -54,3 +58,26 @@ class ClaimDirectory:
         if self._path is not None:
             shutil.rmtree(self._path, ignore_errors=True)
             self._path = None
+
+
+def remove_dead_drivers_claims(parent: str) -> None:
+    """Remove the claim directories in ``parent`` of drivers no longer running (one
+    killed keeps its directory: nothing else would remove it)."""
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_PREFIX) :].partition("-")[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True

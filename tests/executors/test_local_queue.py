@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -168,3 +170,19 @@ def test_a_trial_is_queued_only_behind_a_reusable_trial_of_its_trainable(
     assert not executor.queue_trial("no_such_trial", launch_of(stop_at=1))
     executor.stop_trial(ahead.trial_id)
     wait_for(executor, ended(ahead.trial_id))
+
+
+def test_claim_folders_of_drivers_that_died_are_removed_by_the_next_one(tmp_path):
+    from fasttune.executors import _claims
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"fasttune-claims-{dead.pid}-abc"
+    live = tmp_path / f"fasttune-claims-{os.getpid()}-def"
+    unrelated = tmp_path / "fasttune-claims-notapid"
+    for folder in (stale, live, unrelated):
+        folder.mkdir()
+        (folder / "t_1.1").touch()
+    _claims.remove_dead_drivers_claims(str(tmp_path))
+    assert not stale.exists()
+    assert live.exists() and unrelated.exists()
