@@ -40,3 +40,14 @@ class SysUsageMonitor:
             "cpu_util_percent": float(self._psutil.cpu_percent(interval=None)),
             "ram_util_percent": float(self._psutil.virtual_memory().percent),
         }
+
+
+def process_running(pid: int) -> bool:
+    """Whether a process with this pid runs on this machine (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

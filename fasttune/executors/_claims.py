@@ -17,6 +17,8 @@ import os
 import shutil
 import tempfile
 
+from fasttune._support.process_info import process_running
+
 _SHARED_MEMORY = "/dev/shm"
 _PREFIX = "fasttune-claims-"
 
@@ -69,15 +71,5 @@ def remove_dead_drivers_claims(parent: str) -> None:
         return
     for name in names:
         pid = name[len(_PREFIX) :].partition("-")[0]
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not process_running(int(pid)):
             shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True

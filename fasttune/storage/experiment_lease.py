@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fasttune._support.process_info import process_running
 from fasttune.storage.experiment_lock import ExperimentInUseError
 from fasttune.storage.filesystem import FileSystem
 from fasttune.storage.fsspec_filesystem import FsspecFileSystem
@@ -107,7 +108,9 @@ class LeaseHolder:
         if now > self.expires():
             return True
         # A holder on this machine that has exited cannot renew: no need to wait.
-        return bool(self.machine) and self.machine == _machine_id() and not _alive(self.pid)
+        return (
+            bool(self.machine) and self.machine == _machine_id() and not process_running(self.pid)
+        )
 
     def describe(self) -> str:
         started = datetime.fromtimestamp(self.started).strftime("%Y-%m-%d %H:%M:%S")
@@ -423,13 +426,3 @@ def _machine_id() -> str:
         except OSError:
             _MACHINE = ""
     return _MACHINE
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
