@@ -176,8 +176,7 @@ class TuneController:
         # its next trial does not wait for the next batch of suggestions.
         self._launch_trials()
         if self.queues.depth:
-            for trial in self.queues.recall_overdue():
-                self.lifecycle.unqueued(trial)
+            self.queues.recall_overdue()
             self.queues.fill(self._launch_queued, self._never_launched)
         self._fill_pending()
 
@@ -190,11 +189,9 @@ class TuneController:
             trial = self.spec.scheduler.choose_trial_to_run(self.view)
             self._execute_requests()
             if trial is None:
-                back = self.queues.reclaim(self._has_resources_for)
-                if not back:
+                if not self.queues.reclaim(self._has_resources_for):
                     return
-                self.lifecycle.unqueued(back[0])  # the next turn launches it
-                continue
+                continue  # the next turn launches the trial taken back
             if lifecycle.is_launched(trial):
                 return
             allocation = self.spec.resource_manager.try_allocate(
@@ -284,17 +281,14 @@ class TuneController:
         self._never_launched.discard(trial.trial_id)
         self.lifecycle.adopt(trial)
         self.queues.launched(trial.trial_id, allocation)
-        if trial.trial_id in self.queues.end_when_started:
-            self.queues.end_when_started.discard(trial.trial_id)
+        if self.queues.end_requested(trial.trial_id):
             self.terminate_trial(trial)
 
     def _on_unqueued(self, trial: Trial) -> None:
         """The queued ``trial`` is waiting again (the trial ahead failed or its worker
         died before starting it)."""
         self.queues.given_back(trial.trial_id)
-        self.lifecycle.unqueued(trial)
-        if trial.trial_id in self.queues.end_when_started:
-            self.queues.end_when_started.discard(trial.trial_id)
+        if self.queues.end_requested(trial.trial_id):
             self.terminate_trial(trial)
 
     # ------------------------------------------------------------------ events
@@ -479,11 +473,9 @@ class TuneController:
         """End ``trial``: stop it if launched (saving if ``checkpoint_at_end``), else
         terminate it where it waits (a queued one is taken back first, or stopped as soon
         as it has started if it is starting)."""
-        if self.lifecycle.is_queued(trial):
-            if not self.queues.unqueue(trial):
-                self.queues.end_when_started.add(trial.trial_id)  # it is starting
-                return
-            self.lifecycle.unqueued(trial)
+        if self.lifecycle.is_queued(trial) and not self.queues.unqueue(trial):
+            self.queues.end_when_started.add(trial.trial_id)  # it is starting: stop it then
+            return
         if self.lifecycle.is_launched(trial):
             self.lifecycle.stop(trial, StopIntent.TERMINATE, save=self.spec.checkpoint_at_end)
         elif not trial.is_finished():
@@ -514,8 +506,7 @@ class TuneController:
         if self._interrupted:
             self.lifecycle.interrupt_all()  # waiting trials stay as they are, for restore
             for trial in self.lifecycle.queued_trials():
-                if self.queues.unqueue(trial):
-                    self.lifecycle.unqueued(trial)  # PENDING on disk, for restore
+                self.queues.unqueue(trial)  # PENDING on disk, for restore
             return
         for trial in self.lifecycle.live_trials():
             self.terminate_trial(trial)

@@ -84,7 +84,16 @@ class TrialQueues:
         for queued in self._behind.values():
             if trial_id in queued:
                 queued.remove(trial_id)
-                return
+                break
+        self._lifecycle.unqueued(self._lifecycle.by_id[trial_id])
+
+    def end_requested(self, trial_id: str) -> bool:
+        """Whether ending ``trial_id`` was asked while it could not be taken back (the
+        request is consumed)."""
+        if trial_id in self.end_when_started:
+            self.end_when_started.discard(trial_id)
+            return True
+        return False
 
     # ------------------------------------------------------------------ queueing
     def fill(self, make_launch: Callable[[Trial, Allocation], Any], first_start: set[str]) -> None:
@@ -126,35 +135,36 @@ class TrialQueues:
                     return
                 queued.append(trial.trial_id)
 
-    def recall_overdue(self) -> list[Trial]:
+    def recall_overdue(self) -> None:
         """Take back the trials queued behind one that has run longer than trials that
-        are queued for (a slow first start, an odd long trial); returns them."""
+        are queued for (a slow first start, an odd long trial): they wait again."""
         now = self._clock()
-        back: list[Trial] = []
         for ahead_id, (started, _) in self._running.items():
             queued = self._behind.get(ahead_id)
             if queued and now - started > QUEUE_TRIALS_UNDER_S:
-                back += self._take_back(list(queued))
-        return back
+                self._take_back(list(queued))
 
-    def reclaim(self, fits: Callable[[Trial], bool]) -> list[Trial]:
+    def reclaim(self, fits: Callable[[Trial], bool]) -> bool:
         """No waiting trial can start: if none is PENDING and the first queued trial
-        fits (a slot is free), take it back, unless it is starting behind its trial
-        ahead; returns it."""
+        fits (a slot is free), take it back (it waits again), unless it is starting
+        behind its trial ahead; True if it was taken back."""
         lifecycle = self._lifecycle
         if not lifecycle.any_queued or lifecycle.num_pending():
-            return []
+            return False
         first = lifecycle.queued_trials()[0]
-        return self._take_back([first.trial_id]) if fits(first) else []
+        return fits(first) and self._take_back([first.trial_id])
 
     def unqueue(self, trial: Trial) -> bool:
-        """Take queued ``trial`` back; False if it is starting where it was queued."""
-        return bool(self._take_back([trial.trial_id]))
+        """Take queued ``trial`` back (it waits again); False if it is starting where
+        it was queued."""
+        return self._take_back([trial.trial_id])
 
-    def _take_back(self, trial_ids: list[str]) -> list[Trial]:
-        back = []
+    def _take_back(self, trial_ids: list[str]) -> bool:
+        """Take the trials back from the executor; True if all came back."""
+        every = True
         for trial_id in trial_ids:
             if self._executor.unqueue_trial(trial_id):
                 self.given_back(trial_id)
-                back.append(self._lifecycle.by_id[trial_id])
-        return back
+            else:
+                every = False
+        return every
