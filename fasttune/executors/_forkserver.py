@@ -36,8 +36,11 @@ if TYPE_CHECKING:
 _HEADER = struct.Struct("!I")
 _PID = struct.Struct("!q")
 _STATUS = struct.Struct("!i")
+# The garbage collector is off until the imports are frozen (see serve): collections
+# during the imports and the warm-up cost ~10 ms of the first worker's start, and what
+# they import stays alive anyway.
 _SERVER_CODE = (
-    "import sys; sys.path[:] = {path!r}; "
+    "import gc; gc.disable(); import sys; sys.path[:] = {path!r}; "
     "from fasttune.executors._forkserver import serve; serve({fd}, {preload!r}, {warm_up!r})"
 )
 DEFAULT_PRELOAD = ("fasttune", "fasttune.trainable", "fasttune.executors._worker_process")
@@ -255,11 +258,16 @@ def serve(fd: int, preload: tuple[str, ...], warm_up: str | None = None) -> None
         "ignore", message=r".*use of fork\(\) may lead to deadlocks", category=DeprecationWarning
     )
     _import_quietly(preload, freeze=False)
+    # The modules stay: children never collect them (without this, their first full
+    # collection touches every object and copies most of the server's memory), and
+    # the collection below looks only at what the warm-up left.
+    gc.freeze()
     if warm_up:
         with contextlib.suppress(Exception):
             _resolve(warm_up)()
     gc.collect()
     gc.freeze()
+    gc.enable()
     sock = socket.socket(fileno=fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
