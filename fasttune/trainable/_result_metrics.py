@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime
+from os import getpid
 from typing import Any
 
 from fasttune import result as R
@@ -50,7 +50,6 @@ def fill_defaults(
 
 
 def auto_filled_metrics(
-    *,
     trial_id: str,
     config: dict[str, Any],
     seconds: int,
@@ -61,6 +60,7 @@ def auto_filled_metrics(
     time_since_restore: float,
     iterations_since_restore: int,
     timesteps_since_restore: int | float,
+    *,
     debug_metrics_only: bool = False,
 ) -> dict[str, Any]:
     """The metrics of one result that describe the trial, host and timing.
@@ -76,7 +76,7 @@ def auto_filled_metrics(
         R.TIMESTAMP: timestamp if timestamp else seconds,
         R.TIME_THIS_ITER_S: time_this_iter,
         R.TIME_TOTAL_S: time_total,
-        R.PID: os.getpid(),
+        R.PID: getpid(),
         R.HOSTNAME: hostname(),
         R.NODE_IP: node_ip(),
         R.CONFIG: config,
