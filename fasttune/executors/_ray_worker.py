@@ -39,6 +39,12 @@ class OutboxTransport:
     def send(self, event: Event) -> None:
         self.outbox.append(dumps(event))
 
+    def pack(self, event: Event) -> bytes:
+        return dumps(event)
+
+    def send_packed(self, packed: list[bytes]) -> None:
+        self.outbox.extend(packed)
+
     def poll(self) -> bool:
         return False  # commands arrive with the next step call
 

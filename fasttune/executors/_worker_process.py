@@ -10,7 +10,7 @@ from multiprocessing.connection import Connection
 
 from fasttune._support.pickling import dumps
 from fasttune.executors.base import Event
-from fasttune.executors.worker_commands import Command, TransportClosed
+from fasttune.executors.worker_commands import Command, TransportClosed, join_events
 from fasttune.executors.worker_loop import WorkerLoop
 from fasttune.logger.noop import NoopLogger
 
@@ -30,6 +30,15 @@ class PipeTransport:
         data = dumps(event)
         try:
             self._conn.send_bytes(data)
+        except OSError as exc:
+            raise TransportClosed from exc
+
+    def pack(self, event: Event) -> bytes:
+        return dumps(event)
+
+    def send_packed(self, packed: list[bytes]) -> None:
+        try:
+            self._conn.send_bytes(join_events(packed))
         except OSError as exc:
             raise TransportClosed from exc
 

@@ -46,6 +46,12 @@ class _QueueTransport:
     def send(self, event: Event) -> None:
         self._sink.append(event)
 
+    def pack(self, event: Event) -> Event:
+        return event
+
+    def send_packed(self, packed: list[Event]) -> None:
+        self._sink.extend(packed)
+
     def poll(self) -> bool:
         return bool(self.commands)
 

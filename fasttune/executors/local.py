@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import selectors
 import signal
 import sys
@@ -47,6 +46,7 @@ from fasttune.executors.worker_commands import (
     START,
     STOP,
     Command,
+    split_events,
     warn_reset_once,
 )
 from fasttune.result import DONE
@@ -254,7 +254,8 @@ class LocalExecutor(Executor):
             if worker.status_lost:
                 self._on_death(worker, None, events)
             return
-        self._accept(worker, pickle.loads(data), events)
+        for event in split_events(data):
+            self._accept(worker, event, events)
 
     def _accept(self, worker: Worker, event: Event, events: list[Event]) -> None:
         if isinstance(event, TrialUnqueued):

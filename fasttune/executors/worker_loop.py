@@ -27,6 +27,7 @@ import cloudpickle
 from fasttune import result as R
 from fasttune.executors._claims import claim
 from fasttune.executors.base import (
+    Event,
     TrialFailed,
     TrialLaunch,
     TrialResults,
@@ -57,6 +58,8 @@ from fasttune.logger.noop import NoopLogger
 from fasttune.logger.trial_result_files import TrialResultFiles
 from fasttune.storage.filesystem import make_dir
 from fasttune.storage.mirror import StorageMirror
+from fasttune.trainable.function_trainable import FunctionTrainable
+from fasttune.trainable.trainable import Trainable
 from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO
 
 logger = logging.getLogger(__name__)
@@ -105,6 +108,8 @@ class WorkerLoop:
         self._interrupting: Command | None = None  # the command that ended a batch
         # Launches to start in turn once the hosted trial stops, each with its claim file
         self._queued: list[tuple[TrialLaunch, str]] = []
+        # Events packed to go as one message (see _send), or None: each goes at once.
+        self._held: list[Any] | None = None
         self.retired = False  # the last trial ended and nothing is kept for reuse
         self.exit_requested = False
 
@@ -272,19 +277,26 @@ class WorkerLoop:
                         unseen=unseen,
                         unseen_stats=stats_of(flats[:unseen]),
                     )
-        if buffer:  # results before a failure still count
-            try:
-                self._transport.send(event or TrialResults(launch.trial_id, buffer))
-            except TransportClosed:
-                raise
-            except _TRIAL_ERRORS as exc:  # e.g. a result that cannot be pickled
-                failure = failure or exc
-        if failure is not None:
-            self._fail(failure, "train")
-        elif save_now:
-            self._save()
-        elif self._finished and launch.stop_when_done:
-            self._stop()
+        if self._finished and launch.stop_when_done and failure is None:
+            # The trial's last results, its end and the start of the trial queued
+            # behind it go to the driver as one message (released before user code).
+            self._held = []
+        try:
+            if buffer:  # results before a failure still count
+                try:
+                    self._send(event or TrialResults(launch.trial_id, buffer))
+                except TransportClosed:
+                    raise
+                except _TRIAL_ERRORS as exc:  # e.g. a result that cannot be pickled
+                    failure = failure or exc
+            if failure is not None:
+                self._fail(failure, "train")
+            elif save_now:
+                self._save()
+            elif self._finished and launch.stop_when_done:
+                self._stop()
+        finally:
+            self._release()
         interrupting, self._interrupting = self._interrupting, None
         if interrupting is not None:
             self.handle(interrupting)
@@ -330,7 +342,7 @@ class WorkerLoop:
         """Give every queued launch back (this worker retires)."""
         queued, self._queued = self._queued, []
         for launch, _ in queued:
-            self._transport.send(TrialUnqueued(launch.trial_id))
+            self._send(TrialUnqueued(launch.trial_id))
 
     def _start(self, launch: TrialLaunch) -> None:
         if not os.path.isabs(launch.trial_dir):  # paths must survive the chdir
@@ -349,6 +361,12 @@ class WorkerLoop:
         try:
             self._enter_trial_environment(launch)
             creator = _logger_creator(launch.trial_dir)
+            if not (
+                launch.reuse
+                and self._key == launch.trainable_key
+                and _resets_quietly(self._trainable)
+            ):
+                self._release()  # user code (setup, reset_config) may take long
             if self._trainable is not None:
                 if launch.reuse and self._key == launch.trainable_key:
                     during = "reset"
@@ -361,6 +379,7 @@ class WorkerLoop:
                 self._trainable = cls(config=launch.config, logger_creator=creator)
                 self._key = launch.trainable_key
             if launch.restore_path:
+                self._release()  # downloads, copies, the user's load_checkpoint
                 during = "restore"
                 if launch.storage is not None:
                     _fetch_checkpoint(launch.storage, launch.restore_path)
@@ -374,9 +393,10 @@ class WorkerLoop:
         except _TRIAL_ERRORS as exc:
             self._fail(exc, during)
             return
-        self._transport.send(TrialStarted(launch.trial_id, reused=reused))
+        self._send(TrialStarted(launch.trial_id, reused=reused))
 
     def _save(self) -> None:
+        self._release()
         launch = self._launch
         if launch is None:
             return
@@ -385,9 +405,7 @@ class WorkerLoop:
             return  # e.g. checkpoint_at_end right after a periodic checkpoint
         if not self._trainable.has_checkpoint_state():
             # e.g. a function that reported no checkpoint yet: nothing worth saving.
-            self._transport.send(
-                TrialSaved(launch.trial_id, checkpoint_path="", iteration=iteration)
-            )
+            self._send(TrialSaved(launch.trial_id, checkpoint_path="", iteration=iteration))
             return
         try:
             path = self._trainable.save()
@@ -397,7 +415,7 @@ class WorkerLoop:
             self._fail(exc, "save")
             return
         self._saved = (launch.trial_id, iteration)
-        self._transport.send(TrialSaved(launch.trial_id, checkpoint_path=path, iteration=iteration))
+        self._send(TrialSaved(launch.trial_id, checkpoint_path=path, iteration=iteration))
 
     def _stop(self) -> None:
         launch = self._launch
@@ -410,6 +428,7 @@ class WorkerLoop:
             self._fail(exc, "write")
             return
         if not launch.reuse:
+            self._release()
             trainable, self._trainable, self._key = self._trainable, None, None
             try:
                 trainable.stop()
@@ -421,12 +440,12 @@ class WorkerLoop:
         self._launch = None
         successor = None if self.retired else self._claim_next()
         if successor is None:
-            self._transport.send(TrialStopped(launch.trial_id))
+            self._send(TrialStopped(launch.trial_id))
             if self.retired:
                 self._give_back_queued()
             return
         # The first queued trial takes this trial's place (and resources) at once.
-        self._transport.send(TrialStopped(launch.trial_id, successor=successor.trial_id))
+        self._send(TrialStopped(launch.trial_id, successor=successor.trial_id))
         self._start(successor)
 
     # ------------------------------------------------------------------ helpers
@@ -483,10 +502,25 @@ class WorkerLoop:
             self._discard_trainable()
         self._trainable = self._key = None
         self.retired = True
-        self._transport.send(event)
+        self._send(event)
         self._give_back_queued()
 
+    def _send(self, event: Event) -> None:
+        """Send ``event``, or pack it to go with the others held (see :meth:`_release`)."""
+        if self._held is None:
+            self._transport.send(event)
+        else:
+            self._held.append(self._transport.pack(event))
+
+    def _release(self) -> None:
+        """Send the held events as one message; events go one by one again. Called
+        before user code runs, so that nothing waits on it."""
+        held, self._held = self._held, None
+        if held:
+            self._transport.send_packed(held)
+
     def _discard_trainable(self) -> None:
+        self._release()
         trainable, self._trainable, self._key = self._trainable, None, None
         if trainable is None:
             return
@@ -494,6 +528,17 @@ class WorkerLoop:
             trainable.stop()
         except _TRIAL_ERRORS:
             logger.warning("Stopping a discarded Trainable raised", exc_info=True)
+
+
+def _resets_quietly(trainable: Any) -> bool:
+    """Whether ``trainable.reset`` runs none of the user's code (a function trainable:
+    the function starts at the first ``train``)."""
+    cls = type(trainable)
+    return (
+        isinstance(trainable, FunctionTrainable)
+        and cls.reset is Trainable.reset
+        and cls.reset_config is FunctionTrainable.reset_config
+    )
 
 
 def _logger_creator(trial_dir: str) -> Callable[[dict[str, Any]], NoopLogger]:

@@ -73,6 +73,18 @@ class Counter(Trainable):
         return True
 
 
+class GatedReset(Counter):
+    """A Counter whose ``reset_config`` waits until the file ``config["gate"]`` exists
+    (30 s at most): user code that a worker must not make the driver wait for."""
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        gate = new_config.get("gate")
+        deadline = time.monotonic() + 30
+        while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return super().reset_config(new_config)
+
+
 class NoReset(Counter):
     """A Counter without ``reset_config`` (a reused worker must build a fresh one)."""
 

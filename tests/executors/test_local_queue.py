@@ -17,7 +17,8 @@ from fasttune.executors import (
     TrialStopped,
     TrialUnqueued,
 )
-from tests.executors._trainables import Counter, Failing
+from fasttune.executors.worker_commands import join_events, split_events
+from tests.executors._trainables import Counter, Failing, GatedReset
 from tests.executors.conformance import BIG, ended, has, n_results, of, results
 
 
@@ -100,6 +101,39 @@ def test_two_trials_queued_behind_one_start_in_turn_and_a_third_is_refused(
     assert _stopped(events, ahead.trial_id).successor == second.trial_id
     assert _stopped(events, second.trial_id).successor == third.trial_id
     assert not of(events, TrialStarted, refused.trial_id)
+
+
+def test_a_trials_end_reaches_the_driver_before_the_next_trials_reset_config_returns(
+    executor, make_launch, wait_for, tmp_path
+):
+    # A worker sends a trial's last results, its end and the next trial's start as one
+    # message, but never holds them while user code runs: here the next trial's
+    # reset_config waits until the driver has seen the first trial end.
+    gate = tmp_path / "gate"
+    ahead = make_launch(GatedReset, {"stop_at": 2}, initial_credit=BIG, reuse=True,
+                        stop_when_done=True, key="gated")  # fmt: skip
+    queued = make_launch(GatedReset, {"stop_at": 1, "gate": str(gate)}, initial_credit=BIG,
+                         reuse=True, stop_when_done=True, key="gated")  # fmt: skip
+    executor.start_trial(ahead)
+    assert executor.queue_trial(ahead.trial_id, queued)
+    events = wait_for(executor, ended(ahead.trial_id))
+    assert [r["count"] for r in results(events, ahead.trial_id)] == [1, 2]
+    assert _stopped(events, ahead.trial_id).successor == queued.trial_id
+    assert not of(events, TrialStarted, queued.trial_id)  # still in reset_config
+    gate.touch()
+    events = wait_for(executor, ended(queued.trial_id))
+    assert of(events, TrialStarted, queued.trial_id)[0].reused
+    assert [r["count"] for r in results(events, queued.trial_id)] == [1]
+
+
+def test_events_joined_in_one_message_come_apart_in_order():
+    import pickle
+
+    events = [TrialStopped("a", successor="b"), TrialStarted("b", reused=True)]
+    pickled = [pickle.dumps(event, protocol=5) for event in events]
+    assert split_events(join_events(pickled)) == events
+    assert join_events(pickled[:1]) == pickled[0]  # one event travels as it is
+    assert split_events(pickled[0]) == events[:1]
 
 
 def test_a_trial_taken_back_from_behind_a_long_iteration_never_starts_there(
