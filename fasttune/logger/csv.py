@@ -169,6 +169,16 @@ class CSVResultWriter:
         self._hand_over_if_due(out)
         return True
 
+    def write_rows(self, keys: tuple[str, ...], rows: list[str]) -> bool:
+        """Append ``rows``, the texts of results whose flattened keys are ``keys``
+        (all or nothing, as :meth:`write_row`)."""
+        out = self._out
+        if out is None or not self._keys_are_columns or keys != self._last_keys:
+            return False
+        self._sink.lines.extend(rows)
+        self._hand_over_if_due(out)
+        return True
+
     def _hand_over_if_due(self, out: LineAppender) -> None:
         """Hand the collected rows over now unless buffered and fewer than the bound."""
         if not self._buffered or len(self._sink.lines) >= _MAX_ROWS_PENDING:

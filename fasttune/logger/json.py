@@ -81,6 +81,10 @@ class JsonResultWriter:
         """Append ``line``, a result already encoded as :meth:`write_result` encodes it."""
         self._out.append(line)
 
+    def write_lines(self, lines: list[bytes]) -> None:
+        """Append ``lines``, results already encoded as :meth:`write_result` encodes them."""
+        self._out.append(b"".join(lines))
+
     def flush(self) -> None:
         """Hand buffered lines to the operating system."""
         self._out.flush()

@@ -256,6 +256,43 @@ class TBXResultWriter:
                     return
         self._write_general(flat, step)
 
+    def write_results(
+        self,
+        results: list[dict[str, Any]],
+        flats: list[dict[str, Any]],
+        finite_shape: object,
+    ) -> None:
+        """Log results of one shape whose numbers are all finite, as
+        :meth:`write_result` with ``finite_shape`` logs each, in one write."""
+        if finite_shape is not self._shape_token:
+            self._shape_token, self._token_plan = finite_shape, self._plan_of(flats[0])
+        plan = self._token_plan
+        if plan is None:
+            for result, flat in zip(results, flats):
+                self.write_result(result, flat, finite_shape)
+            return
+        summaries: list[tuple[bytes, int]] = []
+        encode, values_of = plan.encode, plan.values
+        count = self._count
+        values: tuple[Any, ...] = ()
+        for result, flat in zip(results, flats):
+            count += 1
+            step = result.get(TIMESTEPS_TOTAL) or result.get(TRAINING_ITERATION) or count
+            values = values_of(flat)
+            try:
+                summary = encode(values)
+            except OverflowError:  # beyond float32: the general path writes +-inf
+                self._count = count
+                self._writer.write_summaries(summaries)
+                summaries = []
+                self._write_general(flat, step)
+                continue
+            summaries.append((summary, int(step) if type(step) is not int else step))
+        self._count = count
+        if summaries:
+            self._writer.write_summaries(summaries)
+            self._last_scalars = (plan, values)
+
     def _plan_of(self, flat: Mapping[str, Any]) -> _ScalarPlan | None:
         """The plan of ``flat``'s shape (None: the general path), made once per shape."""
         shape = (tuple(flat), tuple(map(type, flat.values())))

@@ -99,6 +99,27 @@ class TrialFilesSpec:
     required_metrics: tuple[str, ...] = ()
 
 
+class _TemplatedRun:
+    """Consecutive results encoded by one line template, waiting to be written."""
+
+    __slots__ = ("csv_rows", "flats", "json_lines", "results")
+
+    def __init__(self) -> None:
+        self.results: list[dict[str, Any]] = []
+        self.flats: list[dict[str, Any]] = []
+        self.json_lines: list[bytes] = []
+        self.csv_rows: list[Any] = []
+
+    def add(self, result: dict[str, Any], flat: dict[str, Any], lines: tuple[bytes, Any]) -> None:
+        self.results.append(result)
+        self.flats.append(flat)
+        self.json_lines.append(lines[0])
+        self.csv_rows.append(lines[1])
+
+    def clear(self) -> None:
+        self.results, self.flats, self.json_lines, self.csv_rows = [], [], [], []
+
+
 class TrialResultFiles:
     """The open result files of the trial a worker runs.
 
@@ -151,6 +172,8 @@ class TrialResultFiles:
         # the shape change (the date text, once a second).
         template: LineTemplate | None = None
         templates_left = 2 if self._lines_templated and len(results) >= _TEMPLATE_MIN else 0
+        # Results the template encoded, written together when the run of them ends.
+        run = _TemplatedRun()
         for result in results:
             if result.get(R.RESULT_DUPLICATE):
                 if result is not last:
@@ -171,12 +194,16 @@ class TrialResultFiles:
             if flats is not None:
                 flats.append(flat)
             if template is not None and lines is not None:
-                self._write_lines(result, flat, lines, template)
+                run.add(result, flat, lines)
                 continue
+            if run.results:
+                self._write_run(run, template)  # type: ignore[arg-type]
             line, row = self._write_general(result, flat)
             if templates_left:
                 templates_left -= 1
                 template = LineTemplate.make(result, line, row)
+        if run.results:
+            self._write_run(run, template)  # type: ignore[arg-type]
         for _, writer, _, buffered in self._writers:
             if buffered:
                 writer.flush()
@@ -198,28 +225,28 @@ class TrialResultFiles:
                 row = written
         return line, row
 
-    def _write_lines(
-        self,
-        result: dict[str, Any],
-        flat: dict[str, Any],
-        lines: tuple[bytes, str | None],
-        template: LineTemplate,
-    ) -> None:
-        """Write ``result``, whose JSON line and CSV row ``template`` encoded."""
+    def _write_run(self, run: _TemplatedRun, template: LineTemplate) -> None:
+        """Write the results of ``run``, whose JSON lines and CSV rows ``template``
+        encoded: each writer takes them all in one call (then ``run`` is emptied)."""
+        results, flats = run.results, run.flats
         for cls, writer, takes_flat, _ in self._writers:
             if cls is JsonLoggerCallback:
-                writer.write_line(lines[0])
+                writer.write_lines(run.json_lines)
             elif cls is CSVLoggerCallback:
-                row = lines[1]
-                if row is None or not writer.write_row(template.columns, row):
-                    writer.write_result(result, flat)
+                rows = run.csv_rows
+                if rows[0] is None or not writer.write_rows(template.columns, rows):
+                    for result, flat in zip(results, flats):
+                        writer.write_result(result, flat)
             elif cls is TBXLoggerCallback:
                 # The template's results share one shape and only finite numbers.
-                writer.write_result(result, flat, finite_shape=template)
+                writer.write_results(results, flats, finite_shape=template)
             elif takes_flat:
-                writer.write_result(result, flat)
+                for result, flat in zip(results, flats):
+                    writer.write_result(result, flat)
             else:
-                writer.write_result(result)
+                for result in results:
+                    writer.write_result(result)
+        run.clear()
 
     def close(self) -> None:
         """Write each file's last words (TensorBoard's hparams) and close it (idempotent)."""

@@ -112,6 +112,39 @@ def test_the_workers_write_the_files_the_driver_writes(tmp_path, monkeypatch, re
         assert "ray/tune/nested/a" in files["scalars"] and "ray/tune/score" in files["scalars"]
 
 
+def _long_runs(config):
+    """Many results of one shape, the runs a line template encodes, broken by a new
+    key, a value beyond float32 (TensorBoard's general path) and negative steps."""
+    for i in range(60):
+        metrics = {"score": config["x"] * i, "big": 1e300 if i == 25 else float(i)}
+        if i >= 20:  # a new shape, stepped by timesteps_total
+            metrics["late"] = i
+            metrics["timesteps_total"] = -i if 40 <= i < 45 else i
+        tune.report(metrics)
+
+
+def test_runs_of_templated_results_are_written_as_the_driver_writes_them(
+    tmp_path, monkeypatch, read_events
+):
+    trial_dirs = {}
+    for driver_writes in ("0", "1"):
+        monkeypatch.setenv("FASTTUNE_DRIVER_WRITES_RESULTS", driver_writes)
+        grid = tune.Tuner(
+            _long_runs,
+            param_space={"x": tune.grid_search([0.5, 2.0])},
+            run_config=tune.RunConfig(storage_path=str(tmp_path), name=driver_writes, verbose=0),
+        ).fit()
+        assert not grid.errors
+        trial_dirs[driver_writes] = sorted(r.path for r in grid)
+    for ours, theirs in zip(trial_dirs["0"], trial_dirs["1"]):
+        files = _files_of(ours, read_events)
+        assert files == _files_of(theirs, read_events)
+        assert len(files["result.json"]) == 60
+        steps = [step for step, _ in files["scalars"]["ray/tune/score"]]
+        assert steps[:3] == [1, 2, 3] and steps[38:46] == [38, 39, -40, -41, -42, -43, -44, 45]
+        assert files["scalars"]["ray/tune/big"][25][1] == float("inf")
+
+
 def test_a_stop_criterion_marks_the_last_line_done_as_the_driver_does(tmp_path, monkeypatch):
     stop = {"training_iteration": 4}
     by_worker = _run(tmp_path, monkeypatch, "0", "stop_w", stop=stop)
