@@ -224,7 +224,6 @@ def build_run_spec(
         reuse = is_function_trainable(trainable_cls)
 
     from fasttune.logger.logger_callback import default_logger_callbacks
-    from fasttune.progress import create_progress_callback
 
     # An executor whose trials run elsewhere (a Ray cluster) answers for its resources.
     own = executor.resource_manager() if isinstance(executor, Executor) else None
@@ -237,15 +236,18 @@ def build_run_spec(
 
         kinds, callbacks = offloadable_loggers(callbacks)
         result_files = kinds or None
-    progress = create_progress_callback(
-        verbose,
-        run_config.progress_reporter,
-        metric=metric,
-        mode=mode,
-        sys_info=lambda: [resource_manager.usage_string()],
-    )
-    if progress is not None:
-        callbacks.append(progress)
+    if type(verbose) is not int or verbose != 0:  # nothing to show: not even imported
+        from fasttune.progress import create_progress_callback
+
+        progress = create_progress_callback(
+            verbose,
+            run_config.progress_reporter,
+            metric=metric,
+            mode=mode,
+            sys_info=lambda: [resource_manager.usage_string()],
+        )
+        if progress is not None:
+            callbacks.append(progress)
 
     callback_list = CallbackList(callbacks)
     # Nothing on the driver looks at every result: workers send each batch's last one.

@@ -7,14 +7,43 @@ Example:
     (False, False)
 """
 
-from fasttune.stopper._convert import make_stopper
-from fasttune.stopper.experiment_plateau import ExperimentPlateauStopper
-from fasttune.stopper.function_stopper import FunctionStopper
-from fasttune.stopper.maximum_iteration import MaximumIterationStopper
-from fasttune.stopper.noop import NoopStopper
-from fasttune.stopper.stopper import CombinedStopper, Stopper
-from fasttune.stopper.timeout import TimeoutStopper
-from fasttune.stopper.trial_plateau import TrialPlateauStopper
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fasttune.stopper._convert import make_stopper
+    from fasttune.stopper.experiment_plateau import ExperimentPlateauStopper
+    from fasttune.stopper.function_stopper import FunctionStopper
+    from fasttune.stopper.maximum_iteration import MaximumIterationStopper
+    from fasttune.stopper.noop import NoopStopper
+    from fasttune.stopper.stopper import CombinedStopper, Stopper
+    from fasttune.stopper.timeout import TimeoutStopper
+    from fasttune.stopper.trial_plateau import TrialPlateauStopper
+
+# Each name is imported when first used: every run converts its ``stop`` argument
+# (make_stopper), few use the plateau or timeout stoppers.
+_LAZY = {
+    "make_stopper": "fasttune.stopper._convert",
+    "ExperimentPlateauStopper": "fasttune.stopper.experiment_plateau",
+    "FunctionStopper": "fasttune.stopper.function_stopper",
+    "MaximumIterationStopper": "fasttune.stopper.maximum_iteration",
+    "NoopStopper": "fasttune.stopper.noop",
+    "CombinedStopper": "fasttune.stopper.stopper",
+    "Stopper": "fasttune.stopper.stopper",
+    "TimeoutStopper": "fasttune.stopper.timeout",
+    "TrialPlateauStopper": "fasttune.stopper.trial_plateau",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'fasttune.stopper' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "CombinedStopper",

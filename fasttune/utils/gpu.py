@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import time
 import warnings
@@ -145,9 +146,13 @@ def _query_nvml() -> list[GpuInfo] | None:
 
 def _query_nvidia_smi() -> list[GpuInfo]:
     """GPUs by running ``nvidia-smi``; raises :class:`NoGpuError` if that is impossible."""
+    # Looked up first: a machine without GPUs (most) then starts no process (~1 ms).
+    executable = shutil.which("nvidia-smi")
     try:
+        if executable is None:
+            raise FileNotFoundError("nvidia-smi")
         proc = subprocess.run(
-            ["nvidia-smi", *NVIDIA_SMI_QUERY],
+            [executable, *NVIDIA_SMI_QUERY],
             capture_output=True,
             text=True,
             timeout=_NVIDIA_SMI_TIMEOUT_S,
