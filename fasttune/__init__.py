@@ -7,8 +7,9 @@ milliseconds (and a worker process loads only what its trainable uses).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fasttune._support.lazy_names import lazy_names
 
 __version__ = "0.1.0"
 
@@ -64,15 +65,7 @@ _SUBMODULES = {
 }  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    if name in _ATTRIBUTES:
-        value = getattr(importlib.import_module(_ATTRIBUTES[name]), name)
-    elif name in _SUBMODULES:
-        value = importlib.import_module(f"fasttune.{name}")
-    else:
-        raise AttributeError(f"module 'fasttune' has no attribute {name!r}")
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
+__getattr__ = lazy_names(globals(), _ATTRIBUTES, _SUBMODULES)
 
 
 def __dir__() -> list[str]:

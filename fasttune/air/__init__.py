@@ -6,8 +6,7 @@ classes are at ``fasttune.air`` as in Ray (each loads on first use).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fasttune._support.lazy_names import lazy_names
 
 _LAZY = {
     "Checkpoint": "fasttune.checkpoint",
@@ -19,9 +18,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'fasttune.air' has no attribute {name!r}")
+__getattr__ = lazy_names(globals(), _LAZY)

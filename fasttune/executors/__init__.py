@@ -6,8 +6,9 @@
 - :class:`RayExecutor`: each trial in a Ray actor on a Ray cluster (needs ``ray``).
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fasttune._support.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from fasttune.executors.base import (
@@ -57,10 +58,7 @@ def start_fork_server() -> None:
     _forkserver.default_server().start()
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'fasttune.executors' has no attribute {name!r}")
+__getattr__ = lazy_names(globals(), _LAZY)
 
 
 __all__ = [

@@ -7,9 +7,7 @@ classes write the same files from the driver, as experiment callbacks.
 ``fasttune.logger.aim.AimLoggerCallback`` logs to an Aim repo (``fasttune[aim]``).
 """
 
-import importlib
-from typing import Any
-
+from fasttune._support.lazy_names import lazy_names
 from fasttune.logger.logger import Logger, pretty_print
 from fasttune.logger.noop import NoopLogger
 
@@ -32,10 +30,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'fasttune.logger' has no attribute {name!r}")
+__getattr__ = lazy_names(globals(), _LAZY)
 
 
 __all__ = [

@@ -8,9 +8,7 @@ Example:
     'CONTINUE'
 """
 
-import importlib
-from typing import Any
-
+from fasttune._support.lazy_names import lazy_names
 from fasttune.schedulers.trial_scheduler import ControllerView, FIFOScheduler, TrialScheduler
 
 _LAZY = {
@@ -28,10 +26,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'fasttune.schedulers' has no attribute {name!r}")
+__getattr__ = lazy_names(globals(), _LAZY)
 
 
 __all__ = [

@@ -7,9 +7,7 @@ Example:
     ['relu', 'tanh']
 """
 
-import importlib
-from typing import Any
-
+from fasttune._support.lazy_names import lazy_names
 from fasttune.search.sample import (
     Categorical,
     Domain,
@@ -46,10 +44,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'fasttune.search' has no attribute {name!r}")
+__getattr__ = lazy_names(globals(), _LAZY)
 
 
 __all__ = [

@@ -7,8 +7,9 @@ Example:
     (False, False)
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fasttune._support.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from fasttune.stopper._convert import make_stopper
@@ -35,10 +36,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'fasttune.stopper' has no attribute {name!r}")
+__getattr__ = lazy_names(globals(), _LAZY)
 
 
 def __dir__() -> list[str]:
