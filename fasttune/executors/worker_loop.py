@@ -18,14 +18,20 @@ import os
 import pickle
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import cloudpickle
-
 from fasttune import result as R
 from fasttune.executors._claims import claim
+from fasttune.executors._trial_hosting import (
+    fetch_checkpoint,
+    logger_creator,
+    meets_criteria,
+    pickle_exception,
+    resets_quietly,
+    set_env,
+    user_config,
+)
 from fasttune.executors.base import (
     Event,
     TrialFailed,
@@ -54,17 +60,10 @@ from fasttune.executors.worker_commands import (
     TransportClosed,
 )
 from fasttune.experiment.metric_stats import stats_of
-from fasttune.logger.noop import NoopLogger
 from fasttune.logger.trial_result_files import TrialResultFiles
 from fasttune.storage.filesystem import make_dir
-from fasttune.storage.mirror import StorageMirror
-from fasttune.trainable.function_trainable import FunctionTrainable
-from fasttune.trainable.trainable import Trainable
-from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO
 
 logger = logging.getLogger(__name__)
-
-_RUNNER_KEYS = frozenset((TRIAL_INFO, STDOUT_FILE, STDERR_FILE))
 
 # Exceptions of user code that become TrialFailed (KeyboardInterrupt is left alone
 # so that Ctrl-C still works with the inline executor).
@@ -223,7 +222,7 @@ class WorkerLoop:
                 if result.get(R.DONE) or result.get(R.RESULT_DUPLICATE):
                     self._finished = True
                     break
-                if criteria and _meets_criteria(result, criteria):
+                if criteria and meets_criteria(result, criteria):
                     result[R.DONE] = True  # as the controller marks it
                     self._finished = True  # the controller stops it; never run past this
                     break
@@ -360,11 +359,11 @@ class WorkerLoop:
         reused = False
         try:
             self._enter_trial_environment(launch)
-            creator = _logger_creator(launch.trial_dir)
+            creator = logger_creator(launch.trial_dir)
             if not (
                 launch.reuse
                 and self._key == launch.trainable_key
-                and _resets_quietly(self._trainable)
+                and resets_quietly(self._trainable)
             ):
                 self._release()  # user code (setup, reset_config) may take long
             if self._trainable is not None:
@@ -382,13 +381,13 @@ class WorkerLoop:
                 self._release()  # downloads, copies, the user's load_checkpoint
                 during = "restore"
                 if launch.storage is not None:
-                    _fetch_checkpoint(launch.storage, launch.restore_path)
+                    fetch_checkpoint(launch.storage, launch.restore_path)
                     self._uploaded = launch.restore_path  # in storage already
                 self._trainable.restore(launch.restore_path)
             if launch.result_files is not None:
                 during = "write"
                 self._files = TrialResultFiles(
-                    launch.trial_dir, launch.result_files, _user_config(launch.config)
+                    launch.trial_dir, launch.result_files, user_config(launch.config)
                 )
         except _TRIAL_ERRORS as exc:
             self._fail(exc, during)
@@ -462,8 +461,8 @@ class WorkerLoop:
         if not self._isolated:
             return
         # Before the class is unpickled: importing a CUDA library may read it.
-        _set_env("CUDA_VISIBLE_DEVICES", ",".join(launch.allocation.gpu_ids))
-        _set_env("TUNE_ORIG_WORKING_DIR", self._orig_cwd)
+        set_env("CUDA_VISIBLE_DEVICES", ",".join(launch.allocation.gpu_ids))
+        set_env("TUNE_ORIG_WORKING_DIR", self._orig_cwd)
         os.chdir(launch.trial_dir if launch.chdir else self._orig_cwd)
 
     def _load_class(self, launch: TrialLaunch) -> type:
@@ -494,7 +493,7 @@ class WorkerLoop:
             error="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
             exc_type=type(exc).__name__,
             during=during,
-            exception=_pickle_exception(exc),
+            exception=pickle_exception(exc),
         )
         self._launch = None
         self._credit = 0
@@ -528,77 +527,3 @@ class WorkerLoop:
             trainable.stop()
         except _TRIAL_ERRORS:
             logger.warning("Stopping a discarded Trainable raised", exc_info=True)
-
-
-def _resets_quietly(trainable: Any) -> bool:
-    """Whether ``trainable.reset`` runs none of the user's code (a function trainable:
-    the function starts at the first ``train``)."""
-    cls = type(trainable)
-    return (
-        isinstance(trainable, FunctionTrainable)
-        and cls.reset is Trainable.reset
-        and cls.reset_config is FunctionTrainable.reset_config
-    )
-
-
-def _logger_creator(trial_dir: str) -> Callable[[dict[str, Any]], NoopLogger]:
-    """Results are logged by the driver; the worker's Trainable only needs a logdir."""
-
-    def create(config: dict[str, Any]) -> NoopLogger:
-        return NoopLogger(config, trial_dir)
-
-    return create
-
-
-def _user_config(config: dict[str, Any]) -> dict[str, Any]:
-    """The trial's config as the user sees it (the runner's keys taken out)."""
-    return {k: v for k, v in config.items() if k not in _RUNNER_KEYS}
-
-
-def _fetch_checkpoint(storage: StorageMirror, checkpoint_dir: str) -> None:
-    """Download ``checkpoint_dir`` from storage unless this machine has it.
-
-    Raises:
-        FileNotFoundError: Neither this machine nor the storage has it.
-    """
-    if not storage.fetch_dir(checkpoint_dir):
-        raise FileNotFoundError(
-            f"The checkpoint to restore, {checkpoint_dir!r}, is neither on this machine nor "
-            f"in storage ({storage.remote_path(checkpoint_dir)!r})."
-        )
-
-
-def _pickle_exception(exc: BaseException) -> bytes | None:
-    """The exception cloudpickled, or None when it does not survive a round trip."""
-    try:
-        blob = cloudpickle.dumps(exc, protocol=5)
-        pickle.loads(blob)
-    except Exception:
-        return None
-    return blob
-
-
-def _meets_criteria(result: dict[str, Any], criteria: dict[str, Any]) -> bool:
-    """True if any ``result[key] >= threshold`` (``a/b`` looks into nested dicts)."""
-    for key, threshold in criteria.items():
-        value: Any = result
-        for part in key.split("/"):
-            if not isinstance(value, dict) or part not in value:
-                value = None
-                break
-            value = value[part]
-        if value is None or callable(threshold):
-            continue
-        try:
-            if value >= threshold:
-                return True
-        except TypeError:
-            continue
-    return False
-
-
-def _set_env(name: str, value: str) -> None:
-    """Set an environment variable unless it holds ``value`` already (a reused worker's
-    next trial usually has the same: no ``putenv`` and no copy of the value)."""
-    if os.environ.get(name) != value:
-        os.environ[name] = value
