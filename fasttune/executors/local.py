@@ -289,7 +289,9 @@ class LocalExecutor(Executor):
                 worker.started = worker.stopping = worker.stops_itself = False
                 worker.reuse_attempt = True
                 self._trials[queued.trial_id] = worker
-                events.append(replace(event, successor=queued.trial_id))
+                if event.successor != queued.trial_id:  # the worker names it (as a rule)
+                    event = replace(event, successor=queued.trial_id)
+                events.append(event)
                 return
             self._drop_queued(worker, events)  # failed: it retires without starting it
             if isinstance(event, TrialStopped) and launch.reuse:
