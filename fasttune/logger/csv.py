@@ -127,7 +127,7 @@ class CSVResultWriter:
 
         Returns:
             The row's text when the flattened keys are the columns in order (then
-            :meth:`write_row` takes rows of such results); None otherwise.
+            :meth:`write_rows` takes rows of such results); None otherwise.
         """
         out = self._out or self._open()
         if flat is None:
@@ -153,25 +153,15 @@ class CSVResultWriter:
         self._hand_over_if_due(out)
         return row
 
-    def write_row(self, keys: tuple[str, ...], row: str) -> bool:
-        """Append ``row``, the text of a result whose flattened keys are ``keys``.
+    def write_rows(self, keys: tuple[str, ...], rows: list[str]) -> bool:
+        """Append ``rows``, the texts of results whose flattened keys are ``keys``.
 
         Only when ``keys`` are the columns of the last row :meth:`write_result` wrote
         (and returned the text of); otherwise nothing is written.
 
         Returns:
-            Whether the row was written.
+            Whether the rows were written.
         """
-        out = self._out
-        if out is None or not self._keys_are_columns or keys != self._last_keys:
-            return False
-        self._sink.lines.append(row)
-        self._hand_over_if_due(out)
-        return True
-
-    def write_rows(self, keys: tuple[str, ...], rows: list[str]) -> bool:
-        """Append ``rows``, the texts of results whose flattened keys are ``keys``
-        (all or nothing, as :meth:`write_row`)."""
         out = self._out
         if out is None or not self._keys_are_columns or keys != self._last_keys:
             return False

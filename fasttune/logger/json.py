@@ -77,10 +77,6 @@ class JsonResultWriter:
         self._out.append(line)
         return line
 
-    def write_line(self, line: bytes) -> None:
-        """Append ``line``, a result already encoded as :meth:`write_result` encodes it."""
-        self._out.append(line)
-
     def write_lines(self, lines: list[bytes]) -> None:
         """Append ``lines``, results already encoded as :meth:`write_result` encodes them."""
         self._out.append(b"".join(lines))
