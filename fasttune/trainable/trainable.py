@@ -160,30 +160,11 @@ class Trainable(LegacyTrainableAPI):
             self._episodes_total = (self._episodes_total or 0) + episodes
         fill_defaults(result, self._iteration, self._timesteps_total, self._episodes_total)
 
-        if type(self).get_auto_filled_metrics is Trainable.get_auto_filled_metrics:
-            # The common case without the public method's keyword plumbing (~1 us of
-            # a result's ~15 us when results stream).
-            seconds, date = self._date_cache.now()
-            result.update(
-                auto_filled_metrics(
-                    self.trial_id,
-                    self.config,
-                    seconds,
-                    date,
-                    result.get(R.TIMESTAMP),
-                    time_this_iter,
-                    self._time_total,
-                    self._time_since_restore,
-                    self._iterations_since_restore,
-                    self._timesteps_since_restore,
-                )
+        result.update(
+            self.get_auto_filled_metrics(
+                time_this_iter=time_this_iter, timestamp=result.get(R.TIMESTAMP)
             )
-        else:
-            result.update(
-                self.get_auto_filled_metrics(
-                    time_this_iter=time_this_iter, timestamp=result.get(R.TIMESTAMP)
-                )
-            )
+        )
         result[R.EXPERIMENT_ID] = self._experiment_id
         result[R.WARMUP_TIME] = self._warmup_time
         if self._monitor is not None:
