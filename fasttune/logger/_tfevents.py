@@ -103,53 +103,25 @@ class EventFileWriter:
 
     def write_event(self, data: bytes) -> None:
         """Append one encoded ``Event`` as a TFRecord: length, crc, data, crc."""
-        size = len(data)
-        framed_header = self._headers.get(size)
-        if framed_header is None:  # events of one result shape share their length
-            header = _pack_length(size)
-            framed_header = self._headers[size] = header + _pack_crc(_masked(self._crc(header)))
-        crc = self._crc(data)
-        self._file.write(
-            b"".join(
-                (framed_header, data, _pack_crc((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & _U32))
-            )
-        )
-        now = time.monotonic()
-        if now - self._last_flush >= self._flush_secs:
-            self.flush()
-            self._last_flush = now
+        framed: list[bytes] = []
+        self._frame(data, framed)
+        self._append(b"".join(framed))
 
     def write_summary(self, summary: bytes, step: int | None = None) -> None:
         """Wrap an encoded ``Summary`` in an ``Event`` stamped now, and write it."""
-        step = 0 if step is None else int(step)
-        if step >= 0:
-            # The common case (one result's scalars) framed inline: the same bytes as
-            # _tb_proto.event, a third of its cost.
-            size = len(summary)
-            data = b"".join(
-                (
-                    _WALL_TIME_KEY,
-                    _pack_double(time.time()),
-                    _STEP_AND_SUMMARY[step] if step < 0x80 else _step_and_summary(step),
-                    _SMALL_LENGTHS[size] if size < 0x80 else _varint(size),
-                    summary,
-                )
-            )
-        else:
-            data = _tb_proto.event(time.time(), step, summary=summary)
-        self.write_event(data)
+        self.write_summaries([(summary, 0 if step is None else int(step))])
 
     def write_summaries(self, summaries: list[tuple[bytes, int]]) -> None:
-        """Write ``(summary, step)`` pairs as events stamped now: the same bytes as
-        :meth:`write_summary` for each, framed in one loop and written at once."""
+        """Wrap each encoded ``Summary`` in an ``Event`` at its step (an int), all
+        stamped now, and write them at once."""
         now_s = time.time()
         wall_time = _WALL_TIME_KEY + _pack_double(now_s)
-        crc_of = self._crc
-        headers = self._headers
         framed: list[bytes] = []
         for summary, step in summaries:
-            size = len(summary)
             if step >= 0:
+                # The common case (a result's scalars) encoded inline: the same bytes
+                # as _tb_proto.event, a third of its cost.
+                size = len(summary)
                 data = b"".join(
                     (
                         wall_time,
@@ -160,16 +132,23 @@ class EventFileWriter:
                 )
             else:
                 data = _tb_proto.event(now_s, step, summary=summary)
-            size = len(data)
-            framed_header = headers.get(size)
-            if framed_header is None:
-                header = _pack_length(size)
-                framed_header = headers[size] = header + _pack_crc(_masked(crc_of(header)))
-            crc = crc_of(data)
-            framed.append(framed_header)
-            framed.append(data)
-            framed.append(_pack_crc((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & _U32))
-        self._file.write(b"".join(framed))
+            self._frame(data, framed)
+        self._append(b"".join(framed))
+
+    def _frame(self, data: bytes, framed: list[bytes]) -> None:
+        """Add the TFRecord of ``data`` to ``framed``: length, crc, data, crc."""
+        size = len(data)
+        framed_header = self._headers.get(size)
+        if framed_header is None:  # events of one result shape share their length
+            header = _pack_length(size)
+            framed_header = self._headers[size] = header + _pack_crc(_masked(self._crc(header)))
+        crc = self._crc(data)
+        framed.append(framed_header)
+        framed.append(data)
+        framed.append(_pack_crc((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & _U32))
+
+    def _append(self, records: bytes) -> None:
+        self._file.write(records)
         now = time.monotonic()
         if now - self._last_flush >= self._flush_secs:
             self.flush()

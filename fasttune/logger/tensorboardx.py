@@ -17,7 +17,7 @@ import operator
 import re
 import struct
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from math import isnan
 from typing import Any
 
@@ -233,28 +233,16 @@ class TBXResultWriter:
                 and value types) whose numbers are all finite: the shape is then
                 looked up once, not for each result.
         """
-        self._count += 1
-        step = result.get(TIMESTEPS_TOTAL) or result.get(TRAINING_ITERATION) or self._count
         if flat is None:
             flat = flatten_result(result, _NOT_LOGGED)
-        if finite_shape is not None and finite_shape is self._shape_token:
-            plan = self._token_plan
+        plan = self._plan_for(flat, finite_shape)
+        if plan is not None and (
+            finite_shape is not None or not any(map(isnan, plan.values(flat)))
+        ):
+            self._write_planned(plan, [result], [flat])
         else:
-            plan = self._plan_of(flat)
-            if finite_shape is not None:
-                self._shape_token, self._token_plan = finite_shape, plan
-        if plan is not None:
-            values = plan.values(flat)
-            if finite_shape is not None or not any(map(isnan, values)):
-                try:
-                    summary = plan.encode(values)
-                except OverflowError:  # beyond float32: the general path writes +-inf
-                    pass
-                else:
-                    self._writer.write_summary(summary, step)
-                    self._last_scalars = (plan, values)
-                    return
-        self._write_general(flat, step)
+            self._count += 1
+            self._write_general(flat, self._step(result))
 
     def write_results(
         self,
@@ -264,31 +252,45 @@ class TBXResultWriter:
     ) -> None:
         """Log results of one shape whose numbers are all finite, as
         :meth:`write_result` with ``finite_shape`` logs each, in one write."""
-        if finite_shape is not self._shape_token:
-            self._shape_token, self._token_plan = finite_shape, self._plan_of(flats[0])
-        plan = self._token_plan
+        plan = self._plan_for(flats[0], finite_shape)
         if plan is None:
             for result, flat in zip(results, flats):
                 self.write_result(result, flat, finite_shape)
-            return
+        else:
+            self._write_planned(plan, results, flats)
+
+    def _step(self, result: Mapping[str, Any]) -> int:
+        step = result.get(TIMESTEPS_TOTAL) or result.get(TRAINING_ITERATION) or self._count
+        return step if type(step) is int else int(step)
+
+    def _plan_for(self, flat: Mapping[str, Any], finite_shape: object) -> _ScalarPlan | None:
+        """The plan of ``flat``'s shape; looked up once per ``finite_shape`` token."""
+        if finite_shape is not None and finite_shape is self._shape_token:
+            return self._token_plan
+        plan = self._plan_of(flat)
+        if finite_shape is not None:
+            self._shape_token, self._token_plan = finite_shape, plan
+        return plan
+
+    def _write_planned(
+        self, plan: _ScalarPlan, results: Sequence[Mapping[str, Any]], flats: Sequence[Any]
+    ) -> None:
+        """Write results of ``plan``'s shape (none NaN) in one write: each as one
+        ``struct`` call, or by the general path if a value does not fit a float32."""
         summaries: list[tuple[bytes, int]] = []
         encode, values_of = plan.encode, plan.values
-        count = self._count
         values: tuple[Any, ...] = ()
         for result, flat in zip(results, flats):
-            count += 1
-            step = result.get(TIMESTEPS_TOTAL) or result.get(TRAINING_ITERATION) or count
+            self._count += 1
+            step = self._step(result)
             values = values_of(flat)
             try:
-                summary = encode(values)
+                summaries.append((encode(values), step))
             except OverflowError:  # beyond float32: the general path writes +-inf
-                self._count = count
-                self._writer.write_summaries(summaries)
-                summaries = []
+                if summaries:
+                    self._writer.write_summaries(summaries)
+                    summaries = []
                 self._write_general(flat, step)
-                continue
-            summaries.append((summary, int(step) if type(step) is not int else step))
-        self._count = count
         if summaries:
             self._writer.write_summaries(summaries)
             self._last_scalars = (plan, values)
