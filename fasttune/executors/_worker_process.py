@@ -27,11 +27,7 @@ class PipeTransport:
         self._poller.register(conn.fileno(), select.POLLIN)
 
     def send(self, event: Event) -> None:
-        data = dumps(event)
-        try:
-            self._conn.send_bytes(data)
-        except OSError as exc:
-            raise TransportClosed from exc
+        self.send_packed([dumps(event)])
 
     def pack(self, event: Event) -> bytes:
         return dumps(event)

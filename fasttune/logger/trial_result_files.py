@@ -102,9 +102,10 @@ class TrialFilesSpec:
 class _TemplatedRun:
     """Consecutive results encoded by one line template, waiting to be written."""
 
-    __slots__ = ("csv_rows", "flats", "json_lines", "results")
+    __slots__ = ("csv_rows", "flats", "json_lines", "results", "template")
 
-    def __init__(self) -> None:
+    def __init__(self, template: LineTemplate) -> None:
+        self.template = template
         self.results: list[dict[str, Any]] = []
         self.flats: list[dict[str, Any]] = []
         self.json_lines: list[bytes] = []
@@ -115,9 +116,6 @@ class _TemplatedRun:
         self.flats.append(flat)
         self.json_lines.append(lines[0])
         self.csv_rows.append(lines[1])
-
-    def clear(self) -> None:
-        self.results, self.flats, self.json_lines, self.csv_rows = [], [], [], []
 
 
 class TrialResultFiles:
@@ -173,7 +171,7 @@ class TrialResultFiles:
         template: LineTemplate | None = None
         templates_left = 2 if self._lines_templated and len(results) >= _TEMPLATE_MIN else 0
         # Results the template encoded, written together when the run of them ends.
-        run = _TemplatedRun()
+        run: _TemplatedRun | None = None
         for result in results:
             if result.get(R.RESULT_DUPLICATE):
                 if result is not last:
@@ -194,16 +192,19 @@ class TrialResultFiles:
             if flats is not None:
                 flats.append(flat)
             if template is not None and lines is not None:
+                if run is None:
+                    run = _TemplatedRun(template)
                 run.add(result, flat, lines)
                 continue
-            if run.results:
-                self._write_run(run, template)  # type: ignore[arg-type]
+            if run is not None:
+                self._write_run(run)
+                run = None
             line, row = self._write_general(result, flat)
             if templates_left:
                 templates_left -= 1
                 template = LineTemplate.make(result, line, row)
-        if run.results:
-            self._write_run(run, template)  # type: ignore[arg-type]
+        if run is not None:
+            self._write_run(run)
         for _, writer, _, buffered in self._writers:
             if buffered:
                 writer.flush()
@@ -225,10 +226,10 @@ class TrialResultFiles:
                 row = written
         return line, row
 
-    def _write_run(self, run: _TemplatedRun, template: LineTemplate) -> None:
-        """Write the results of ``run``, whose JSON lines and CSV rows ``template``
-        encoded: each writer takes them all in one call (then ``run`` is emptied)."""
-        results, flats = run.results, run.flats
+    def _write_run(self, run: _TemplatedRun) -> None:
+        """Write the results of ``run``, whose JSON lines and CSV rows its template
+        encoded: each writer takes them all in one call."""
+        results, flats, template = run.results, run.flats, run.template
         for cls, writer, takes_flat, _ in self._writers:
             if cls is JsonLoggerCallback:
                 writer.write_lines(run.json_lines)
@@ -246,7 +247,6 @@ class TrialResultFiles:
             else:
                 for result in results:
                     writer.write_result(result)
-        run.clear()
 
     def close(self) -> None:
         """Write each file's last words (TensorBoard's hparams) and close it (idempotent)."""
