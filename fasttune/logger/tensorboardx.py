@@ -236,10 +236,8 @@ class TBXResultWriter:
         if flat is None:
             flat = flatten_result(result, _NOT_LOGGED)
         plan = self._plan_for(flat, finite_shape)
-        if plan is not None and (
-            finite_shape is not None or not any(map(isnan, plan.values(flat)))
-        ):
-            self._write_planned(plan, [result], [flat])
+        if plan is not None:
+            self._write_planned(plan, [result], [flat], nan_possible=finite_shape is None)
         else:
             self._count += 1
             self._write_general(flat, self._step(result))
@@ -273,10 +271,15 @@ class TBXResultWriter:
         return plan
 
     def _write_planned(
-        self, plan: _ScalarPlan, results: Sequence[Mapping[str, Any]], flats: Sequence[Any]
+        self,
+        plan: _ScalarPlan,
+        results: Sequence[Mapping[str, Any]],
+        flats: Sequence[Any],
+        nan_possible: bool = False,
     ) -> None:
-        """Write results of ``plan``'s shape (none NaN) in one write: each as one
-        ``struct`` call, or by the general path if a value does not fit a float32."""
+        """Write results of ``plan``'s shape in one write: each as one ``struct`` call,
+        or by the general path if a value is NaN (looked for with ``nan_possible``,
+        which skips it) or does not fit a float32 (written as +-inf)."""
         summaries: list[tuple[bytes, int]] = []
         encode, values_of = plan.encode, plan.values
         values: tuple[Any, ...] = ()
@@ -284,13 +287,19 @@ class TBXResultWriter:
             self._count += 1
             step = self._step(result)
             values = values_of(flat)
-            try:
-                summaries.append((encode(values), step))
-            except OverflowError:  # beyond float32: the general path writes +-inf
+            summary = None
+            if not (nan_possible and any(map(isnan, values))):
+                try:
+                    summary = encode(values)
+                except OverflowError:
+                    pass
+            if summary is None:  # NaN (skipped) or beyond float32 (+-inf): the general path
                 if summaries:
                     self._writer.write_summaries(summaries)
                     summaries = []
                 self._write_general(flat, step)
+            else:
+                summaries.append((summary, step))
         if summaries:
             self._writer.write_summaries(summaries)
             self._last_scalars = (plan, values)
