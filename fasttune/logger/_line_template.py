@@ -4,19 +4,27 @@ A trial reports the same keys with the same value types every iteration, and bet
 two of its results only the numbers change (the date too, once a second). Writing a
 result, most of the cost of its JSON line and of its CSV row is formatting its floats
 (~0.6 us each, twice) and walking its keys. A :class:`LineTemplate` keeps the text of
-everything but the numbers, from one result, with a slot for each number: a result
-of the same shape becomes both texts by formatting its numbers once, into two format
-strings: about half the cost of the two encoders (bench/bench_encoding.py).
+everything but the numbers, with a slot for each number: a result of the same shape
+becomes both texts by formatting its numbers once, into two format strings: about
+half the cost of the two encoders (bench/bench_encoding.py).
 
-A template is made from a result the general encoders have just written, and only
-if rendering that result with it gives exactly their text; a result that is not of
-its shape (other keys or types, other text values, a NaN or an infinity) gets None
-and takes the general path. Templates are made per batch of results, so a config
-changed in place between batches is never written from an old text.
+The text around the values depends only on the shape (keys and value types), which
+the trials a worker runs one after another share: a :class:`_LineShape`, made once
+per shape in a process, has a slot for every value. Binding it to a result fills in
+the texts of that result's strings, flags, None values and config, each written by
+the encoder's own function for its type, which leaves the numbers' slots: a
+template, in a few microseconds, without encoding the result in full. A shape is
+only kept if the template it binds for the result it was made from renders exactly
+the general encoders' text; a result that is not of a template's shape (other keys
+or types, other text values, a NaN or an infinity) gets None and takes the general
+path. Templates are bound per batch of results, so a config changed in place
+between batches is never written from an old text.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 import math
 import operator
 import re
@@ -29,10 +37,21 @@ from fasttune.result import CONFIG
 
 _NUMBER_TYPES = (int, float)  # exact types: a bool is text here (true/false, True/False)
 _TEXT_TYPES = frozenset((str, bool, type(None)))
-_MARK = "\x1e{}\x1e"  # a number's place while the texts are rendered
+_MARK = "\x1e{}\x1e"  # a value's place while the texts of a shape are rendered
 _JSON_MARKS = re.compile(r'"\\u001e(\d+)\\u001e"')  # a mark as JSON writes the text
 _CSV_MARKS = re.compile("\x1e(\\d+)\x1e")
 _NO_CONFIG = object()
+_NUMBER, _TEXT, _CONFIG = 0, 1, 2  # the kinds of a shape's slots
+
+# Shapes made in this process, by (keys, value types); None: no template for it.
+# Bounded: cleared when full (a worker's trials share a few shapes).
+_SHAPES: dict[tuple[tuple[Any, ...], tuple[type, ...]], _LineShape | None] = {}
+_MAX_SHAPES = 1024
+# Each text value's (JSON text, CSV text), %-escaped for a format string; bounded too.
+_TEXTS: dict[Any, tuple[str, str]] = {}
+_MAX_TEXTS = 4096
+_JSON_CONSTANTS = {True: "true", False: "false", None: "null"}
+_CSV_CONSTANTS = {True: "True", False: "False", None: ""}
 
 
 def _getter(keys: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
@@ -42,10 +61,133 @@ def _getter(keys: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     return operator.itemgetter(*keys)
 
 
+class _FieldText:
+    """A text value's CSV field: ``csv.writer`` quotes a field by its own content only
+    (a record of nothing but one empty field aside), so the field is cut from a row
+    of the value and an empty field."""
+
+    def __init__(self) -> None:
+        self._fields: list[str] = []
+        self._writer = csv.writer(self, lineterminator="\n")
+
+    def write(self, text: str) -> None:
+        self._fields.append(text)
+
+    def __call__(self, value: str) -> str:
+        self._writer.writerow((value, ""))
+        return self._fields.pop()[:-2]  # without the ",\n" of the empty field
+
+
+_csv_field = _FieldText()
+
+
+def _texts_of(value: Any) -> tuple[str, str]:
+    """The JSON and CSV texts of a str, bool or None value, ready for a format string."""
+    try:
+        return _TEXTS[value]
+    except KeyError:
+        pass
+    if type(value) is str:
+        texts = (
+            json.encoder.encode_basestring_ascii(value).replace("%", "%%"),
+            _csv_field(value).replace("%", "%%"),
+        )
+    else:
+        texts = (_JSON_CONSTANTS[value], _CSV_CONSTANTS[value])
+    if len(_TEXTS) >= _MAX_TEXTS:
+        _TEXTS.clear()
+    _TEXTS[value] = texts
+    return texts
+
+
+class _LineShape:
+    """The JSON line and CSV row of results with given keys and value types, with a
+    slot for every value (see :meth:`LineTemplate.make`)."""
+
+    __slots__ = ("columns", "csv", "fixed", "json", "keys", "numbers", "slots", "types")
+
+    def __init__(
+        self,
+        keys: tuple[str, ...],
+        types: tuple[type, ...],
+        slots: tuple[tuple[str, int], ...],
+        json_format: str,
+        csv_format: str,
+    ):
+        self.keys = keys
+        self.types = types
+        #: The flattened result's keys (those of the CSV row).
+        self.columns = tuple(key for key in keys if key != CONFIG)
+        self.slots = slots
+        fixed = [key for key, kind in slots if kind == _TEXT]
+        self.fixed = _getter(fixed) if fixed else None
+        self.numbers = _getter([key for key, kind in slots if kind == _NUMBER])
+        self.json = json_format
+        self.csv = csv_format
+
+    @classmethod
+    def make(cls, result: dict[str, Any]) -> _LineShape | None:
+        """The shape of ``result``; None for one no template can write."""
+        keys = tuple(result)
+        types = tuple(map(type, result.values()))
+        slots: list[tuple[str, int]] = []
+        for key, kind in zip(keys, types):
+            if type(key) is not str:
+                return None
+            if key == CONFIG:
+                slots.append((key, _CONFIG))  # its text, whatever it holds, is bound
+            elif kind in _NUMBER_TYPES:
+                slots.append((key, _NUMBER))
+            elif kind in _TEXT_TYPES:
+                slots.append((key, _TEXT))
+            else:
+                return None  # lists, arrays, nested results...: the general path
+        if not any(kind == _NUMBER for _, kind in slots):
+            return None
+        marked = {key: _MARK.format(i) for i, key in enumerate(keys)}
+        try:
+            json_format = _format(
+                encode_result_line(marked).decode("ascii"), range(len(keys)), _JSON_MARKS
+            )
+            columns = [i for i, key in enumerate(keys) if key != CONFIG]
+            row = format_row(marked[keys[i]] for i in columns)
+            csv_format = _format(row, columns, _CSV_MARKS)
+        except ValueError:  # a mark was already in a key
+            return None
+        return cls(keys, types, tuple(slots), json_format, csv_format)
+
+    def bind(self, result: dict[str, Any], rows: bool = True) -> LineTemplate:
+        """The template of ``result``'s texts and config (a result of this shape);
+        ``rows``: whether it makes CSV rows."""
+        json_texts: list[str] = []
+        csv_texts: list[str] = []
+        for key, kind in self.slots:
+            if kind == _NUMBER:
+                json_texts.append("%s")
+                csv_texts.append("%s")
+            elif kind == _TEXT:
+                json_text, csv_text = _texts_of(result[key])
+                json_texts.append(json_text)
+                csv_texts.append(csv_text)
+            else:  # the config: in the JSON line only
+                json_texts.append(encode_result_line(result[key])[:-1].decode().replace("%", "%%"))
+        return LineTemplate(
+            self,
+            None if self.fixed is None else self.fixed(result),
+            result.get(CONFIG, _NO_CONFIG),
+            self.json % tuple(json_texts),
+            self.csv % tuple(csv_texts) if rows else None,
+        )
+
+
+def _shape_key(result: dict[str, Any]) -> tuple[tuple[Any, ...], tuple[type, ...]]:
+    return tuple(result), tuple(map(type, result.values()))
+
+
 class LineTemplate:
     """The JSON line and CSV row of results shaped like the one it was made from.
 
-    Use :meth:`make`; then :meth:`encode` for each result.
+    Use :meth:`make` or :meth:`for_known_shape`; then :meth:`encode` for each result.
     """
 
     __slots__ = (
@@ -62,23 +204,21 @@ class LineTemplate:
 
     def __init__(
         self,
-        keys: tuple[str, ...],
-        types: tuple[type, ...],
-        fixed_keys: list[str],
-        fixed_values: tuple[Any, ...],
+        shape: _LineShape,
+        fixed_values: tuple[Any, ...] | None,
         config: Any,
-        number_keys: list[str],
         json_format: str,
         csv_format: str | None,
     ):
-        self.keys = keys
+        # The shape's parts are copied here: encode reads them for every result.
+        self.keys = shape.keys
         #: The flattened result's keys (those of the CSV row).
-        self.columns = tuple(key for key in keys if key != CONFIG)
-        self._types = types
-        self._fixed = _getter(fixed_keys) if fixed_keys else None
+        self.columns = shape.columns
+        self._types = shape.types
+        self._fixed = shape.fixed
         self._fixed_values = fixed_values
+        self._numbers = shape.numbers
         self._config = config
-        self._numbers = _getter(number_keys)
         self._json = json_format
         self._csv = csv_format
 
@@ -96,51 +236,35 @@ class LineTemplate:
             csv_row: The CSV row written for it, when its flattened keys were the
                 file's columns in order; None: the template makes no rows.
         """
-        keys = tuple(result)
-        types = tuple(map(type, result.values()))
-        fixed_keys: list[str] = []
-        number_keys: list[str] = []
-        for key, kind in zip(keys, types):
-            if type(key) is not str:
-                return None
-            if kind in _NUMBER_TYPES and key != CONFIG:
-                number_keys.append(key)
-            elif kind in _TEXT_TYPES:
-                fixed_keys.append(key)
-            elif key == CONFIG:
-                pass  # the same object, or not the same text: {"a": 0} == {"a": -0.0}
-            else:
-                return None  # lists, arrays, nested results...: the general path
-        if not number_keys:
-            return None
-        marked = dict(result)
-        for i, key in enumerate(number_keys):
-            marked[key] = _MARK.format(i)
+        key = _shape_key(result)
         try:
-            count = len(number_keys)
-            json_format = _format(encode_result_line(marked).decode("ascii"), count, _JSON_MARKS)
-            csv_format = None
-            if csv_row is not None:
-                row = format_row(value for key, value in marked.items() if key != CONFIG)
-                csv_format = _format(row, count, _CSV_MARKS)
-        except ValueError:  # a mark was already in a text
-            return None
-        fixed_values = tuple(result[key] for key in fixed_keys)
-        template = cls(
-            keys,
-            types,
-            fixed_keys,
-            fixed_values,
-            result.get(CONFIG, _NO_CONFIG),
-            number_keys,
-            json_format,
-            csv_format,
-        )
-        if json_line is None:
-            json_line = encode_result_line(result)
-        if template.encode(result) != (json_line, csv_row):
-            return None  # never expected; the general encoders decide
+            shape = _SHAPES[key]
+            known = True
+        except KeyError:
+            shape = _LineShape.make(result)
+            known = False
+        template = None if shape is None else shape.bind(result, rows=csv_row is not None)
+        if template is not None:
+            if json_line is None:
+                json_line = encode_result_line(result)
+            if template.encode(result) != (json_line, csv_row):
+                # Never expected. The general encoders decide, and the shape is not
+                # bound again (for_known_shape does not check what it binds).
+                template = shape = None
+                known = False
+        if not known:
+            if len(_SHAPES) >= _MAX_SHAPES:
+                _SHAPES.clear()
+            _SHAPES[key] = shape
         return template
+
+    @classmethod
+    def for_known_shape(cls, result: dict[str, Any], rows: bool = True) -> LineTemplate | None:
+        """A template for results shaped like ``result`` when :meth:`make` made one
+        for its shape in this process (None otherwise), without encoding ``result``:
+        its JSON line and CSV row (with ``rows``) come from :meth:`encode`."""
+        shape = _SHAPES.get(_shape_key(result))
+        return None if shape is None else shape.bind(result, rows)
 
     def encode(self, result: dict[str, Any]) -> tuple[bytes, str | None] | None:
         """``result``'s JSON line (bytes) and CSV row (or None if the template makes
@@ -167,14 +291,15 @@ class LineTemplate:
         )
 
 
-def _format(text: str, count: int, marks: re.Pattern[str]) -> str:
-    """``text`` as a %-format string with ``%s`` at the marks (numbered 0 to
-    ``count - 1``, each once, in order).
+def _format(text: str, marks_expected: Any, marks: re.Pattern[str]) -> str:
+    """``text`` as a format string with ``%s`` at the marks, which must be
+    ``marks_expected`` (numbers), each once, in order. Formatted twice (a shape's
+    slots at binding, then a template's numbers), so a ``%`` of the text is ``%%%%``.
 
     Raises:
         ValueError: The marks are not exactly those.
     """
     pieces = marks.split(text)  # texts, with the mark numbers between them
-    if pieces[1::2] != [str(i) for i in range(count)]:
+    if pieces[1::2] != [str(i) for i in marks_expected]:
         raise ValueError(text)
-    return "%s".join(piece.replace("%", "%%") for piece in pieces[0::2])
+    return "%s".join(piece.replace("%", "%%%%") for piece in pieces[0::2])

@@ -157,13 +157,23 @@ class CSVResultWriter:
         """Append ``rows``, the texts of results whose flattened keys are ``keys``.
 
         Only when ``keys`` are the columns of the last row :meth:`write_result` wrote
-        (and returned the text of); otherwise nothing is written.
+        (and returned the text of), or of the file (then they are its header when
+        it has none yet); otherwise nothing is written.
 
         Returns:
             Whether the rows were written.
         """
         out = self._out
-        if out is None or not self._keys_are_columns or keys != self._last_keys:
+        if out is None:
+            out = self._open()
+            if self._fieldnames is None:
+                self._set_fieldnames(list(keys))
+                self._csv.writerow(keys)
+            elif list(keys) != self._fieldnames:
+                return False  # write_result decides (a restored file's other header)
+            self._last_keys = keys
+            self._keys_are_columns = True
+        elif not self._keys_are_columns or keys != self._last_keys:
             return False
         self._sink.lines.extend(rows)
         self._hand_over_if_due(out)

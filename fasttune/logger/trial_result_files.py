@@ -35,8 +35,6 @@ from fasttune.logger.logger_callback import (
 )
 
 _NOT_FLATTENED = frozenset((R.CONFIG,))
-# Batches shorter than this are encoded result by result (a template costs about two).
-_TEMPLATE_MIN = 3
 # The default loggers a worker can run, by their ResultFileKinds field.
 _CALLBACKS: tuple[tuple[str, type[_TrialFileLoggerCallback]], ...] = (
     ("json", JsonLoggerCallback),
@@ -146,6 +144,7 @@ class TrialResultFiles:
         self._lines_templated = any(
             cls is JsonLoggerCallback or cls is CSVLoggerCallback for cls, *_ in self._writers
         )
+        self._rows_templated = any(cls is CSVLoggerCallback for cls, *_ in self._writers)
 
     def write(self, results: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         """Write ``results`` (in order) and hand the lines to the operating system.
@@ -165,11 +164,13 @@ class TrialResultFiles:
         tag = self.spec.experiment_tag
         required = self.spec.required_metrics
         last = results[-1] if results else None
-        # Results of one shape are encoded from a template of the first (see
-        # _line_template), made afresh for each batch; at most twice per batch, should
-        # the shape change (the date text, once a second).
+        # Results of one shape are encoded from a template (see _line_template),
+        # bound afresh for each batch: of a shape this process knows, bound to the
+        # first result, which the template then encodes too; else made from a result
+        # the general encoders wrote. At most twice per batch, should the shape change
+        # (the date text, once a second).
         template: LineTemplate | None = None
-        templates_left = 2 if self._lines_templated and len(results) >= _TEMPLATE_MIN else 0
+        templates_left = 2 if self._lines_templated else 0
         # Results the template encoded, written together when the run of them ends.
         run: _TemplatedRun | None = None
         for result in results:
@@ -180,6 +181,12 @@ class TrialResultFiles:
             result[R.EXPERIMENT_TAG] = tag
             result.setdefault(R.CHECKPOINT_DIR_NAME, None)
             lines = None if template is None else template.encode(result)
+            if lines is None and templates_left:
+                known = LineTemplate.for_known_shape(result, rows=self._rows_templated)
+                if known is not None:
+                    templates_left -= 1
+                    template = known
+                    lines = template.encode(result)
             if lines is None:
                 flat = flatten_result(result, _NOT_FLATTENED)
             else:
@@ -192,6 +199,9 @@ class TrialResultFiles:
             if flats is not None:
                 flats.append(flat)
             if template is not None and lines is not None:
+                if run is not None and run.template is not template:
+                    self._write_run(run)
+                    run = None
                 if run is None:
                     run = _TemplatedRun(template)
                 run.add(result, flat, lines)

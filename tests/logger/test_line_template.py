@@ -97,6 +97,33 @@ def test_a_template_writes_what_the_encoders_write_or_refuses(seed):
     assert checked > 100  # the comparison ran on many results
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_a_shape_known_from_one_result_binds_the_texts_and_config_of_others(seed):
+    # The trials of a worker share a shape: a template for a later trial's result is
+    # bound from it, its texts and config written by their own encoders, and is
+    # never checked against the general encoders as a made one is.
+    rng = random.Random(1000 + seed)
+    checked = 0
+    for _ in range(50):
+        shape = _random_shape(rng)
+        first = _random_result(rng, shape)
+        if LineTemplate.make(first, *_general(first)) is None:
+            continue
+        for _ in range(10):
+            other = _random_result(rng, shape)
+            template = LineTemplate.for_known_shape(other)
+            assert template is not None
+            lines = template.encode(other)
+            if lines is not None:
+                assert lines == _general(other), (first, other)
+                checked += 1
+    assert checked > 100
+
+
+def test_no_template_is_bound_for_a_shape_never_made():
+    assert LineTemplate.for_known_shape({"never_made_here": 0.5, "date": "x"}) is None
+
+
 def _result(**changes):
     result = {"score": 0.25, "iteration": 3, "date": "2026-11-24_10-00-00", "done": False,
               "config": {"x": 0.5}, "checkpoint_dir_name": None}  # fmt: skip
