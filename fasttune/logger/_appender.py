@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 
+from fasttune.storage.filesystem import open_creating_dirs
+
 logger = logging.getLogger(__name__)
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
@@ -20,12 +22,17 @@ def drop_partial_last_line(path: str) -> None:
         size = os.path.getsize(path)
     except OSError:
         return
+    _drop_partial_last_line(path, size)
+
+
+def _drop_partial_last_line(path: str, size: int) -> int:
+    """:func:`drop_partial_last_line` of a file of ``size`` bytes; its size after."""
     if size == 0:
-        return
+        return 0
     with open(path, "rb") as f:
         f.seek(size - 1)
         if f.read(1) == b"\n":
-            return
+            return size
         cut, end = 0, size
         while end > 0:
             start = max(0, end - _SCAN_CHUNK)
@@ -37,6 +44,7 @@ def drop_partial_last_line(path: str) -> None:
             end = start
     logger.warning("Dropping %d bytes of an incomplete last line in %s", size - cut, path)
     os.truncate(path, cut)
+    return cut
 
 
 _MAX_PENDING = 1 << 20  # a buffered appender writes at least every MiB
@@ -54,14 +62,20 @@ class LineAppender:
     partial last line left by an earlier crash.
 
     Args:
-        path: The file to append to; created if missing.
+        path: The file to append to; created (with its directories) if missing.
         buffered: Keep lines in memory until :meth:`flush` (or :meth:`close`).
     """
 
     def __init__(self, path: str, buffered: bool = False):
         self.path = path
-        drop_partial_last_line(path)
-        self._fd = os.open(path, _OPEN_FLAGS, 0o666)
+        self._fd = open_creating_dirs(path, _OPEN_FLAGS)
+        try:
+            size = os.fstat(self._fd).st_size
+            #: The file's size when opened (after dropping a partial last line).
+            self.size_at_open = _drop_partial_last_line(path, size) if size else 0
+        except BaseException:
+            os.close(self._fd)
+            raise
         self._buffered = buffered
         self._pending: list[bytes] = []
         self._pending_size = 0

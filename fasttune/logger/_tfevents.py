@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from fasttune.logger import _tb_proto
-from fasttune.storage.filesystem import ensure_dir
+from fasttune.storage.filesystem import open_creating_dirs
 
 _counter = itertools.count()
 _pack_length = struct.Struct("<Q").pack
@@ -88,13 +88,13 @@ class EventFileWriter:
     """
 
     def __init__(self, logdir: str, flush_secs: float = 30.0):
-        ensure_dir(logdir)
         name = (
             f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
             f"{os.getpid()}.{next(_counter)}"
         )
         self.path = os.path.join(logdir, name)
-        self._file = open(self.path, "ab", buffering=1 << 16)  # noqa: SIM115
+        fd = open_creating_dirs(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        self._file = open(fd, "ab", buffering=1 << 16)  # noqa: SIM115
         self._crc = _crc32c_function()
         self._headers: dict[int, bytes] = {}  # framed length headers by event length
         self._flush_secs = flush_secs

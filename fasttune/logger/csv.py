@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from fasttune._support.flatten import flatten_result
-from fasttune.logger._appender import LineAppender, drop_partial_last_line
+from fasttune.logger._appender import LineAppender
 from fasttune.logger.logger import Logger
 from fasttune.result import CONFIG, EXPR_PROGRESS_FILE
-from fasttune.storage.filesystem import atomic_write_bytes, ensure_dir
+from fasttune.storage.filesystem import atomic_write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +97,12 @@ class CSVResultWriter:
     def _open(self) -> LineAppender:
         if self._closed:
             raise ValueError(f"Cannot write to {self.path}: the writer is closed.")
-        ensure_dir(self.logdir)
-        drop_partial_last_line(self.path)
-        header = self._read_header()
+        # Rows wait in the sink, not in the appender. A new file (the usual case: a
+        # trial's first result) is not read for a header.
+        self._out = LineAppender(self.path)
+        header = self._read_header() if self._out.size_at_open else None
         if header:
             self._set_fieldnames(header)
-        self._out = LineAppender(self.path)  # rows wait in the sink, not in the appender
         return self._out
 
     def _read_header(self) -> list[str] | None:

@@ -14,7 +14,7 @@ from fasttune._support.encoding import encode_config, encode_result_line
 from fasttune.logger._appender import LineAppender
 from fasttune.logger.logger import Logger
 from fasttune.result import EXPR_PARAM_FILE, EXPR_PARAM_PICKLE_FILE, EXPR_RESULT_FILE
-from fasttune.storage.filesystem import atomic_write_bytes, atomic_write_text, ensure_dir
+from fasttune.storage.filesystem import atomic_write_bytes, atomic_write_text
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
@@ -63,7 +63,6 @@ class JsonResultWriter:
     """
 
     def __init__(self, logdir: str, buffered: bool = False):
-        ensure_dir(logdir)
         self.path = os.path.join(logdir, EXPR_RESULT_FILE)
         self._out = LineAppender(self.path, buffered=buffered)
 

@@ -22,6 +22,31 @@ def test_buffered_appender_writes_at_flush_and_close(tmp_path):
     assert open(path, "rb").read() == b"a\nb\nc\n"
 
 
+def test_an_appender_opens_in_missing_directories_and_after_a_partial_line(tmp_path):
+    path = tmp_path / "new" / "dirs" / "f.txt"
+    out = LineAppender(str(path))
+    assert out.size_at_open == 0
+    out.append(b"a\n")
+    out.close()
+    with open(path, "ab") as f:
+        f.write(b"half a li")  # a writer killed mid-line
+    again = LineAppender(str(path))
+    assert again.size_at_open == 2
+    again.append(b"b\n")
+    again.close()
+    assert path.read_bytes() == b"a\nb\n"
+
+
+def test_a_progress_csv_reopened_after_a_partial_row_keeps_its_header(tmp_path):
+    from fasttune.logger.csv import CSVResultWriter
+
+    (tmp_path / "progress.csv").write_text("score,iteration\n0.5,1\n0.7,")
+    writer = CSVResultWriter(str(tmp_path))
+    writer.write_result({"iteration": 2, "score": 0.9})
+    writer.close()
+    assert (tmp_path / "progress.csv").read_text() == "score,iteration\n0.5,1\n0.9,2\n"
+
+
 def test_buffered_appender_writes_every_mebibyte(tmp_path):
     path = str(tmp_path / "f.txt")
     out = LineAppender(path, buffered=True)
