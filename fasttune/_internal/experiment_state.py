@@ -79,10 +79,11 @@ class ExperimentStateStore:
         # Creation position of each trial id: the controller's own map when it gives
         # one, else the order in which this store first sees the trials.
         self._pos: dict[str, int] = positions if positions is not None else {}
-        # Unfinished trials (listed by each snapshot) and trials journaled since the
-        # last snapshot (finished ones among them become base records).
+        # Unfinished trials (listed by each snapshot), and the base record of each
+        # trial that ended since the last snapshot (its last journal record's state,
+        # encoded then: the next snapshot moves it to the base file as it is).
         self._live: dict[str, Any] = {}
-        self._changed: dict[str, Any] = {}
+        self._ended: dict[str, bytes] = {}
         self._based = False  # whether this run wrote the full base file yet
 
     def _file(self, name: str) -> str:
@@ -105,15 +106,17 @@ class ExperimentStateStore:
             os.makedirs(self.path, exist_ok=True)
             self._journal = open(self._file(JOURNAL_FILE), "ab", buffering=0)  # noqa: SIM115
         self._seq += 1
-        self._journal.write(
-            frame_line(encode_record({"seq": self._seq, "trial": self._state(trial)}))
-        )
+        state = encode_record(self._state(trial))
+        # {"seq": ..., "trial": state}, the state's text spliced in: encode_record
+        # writes a nested value as it writes it alone.
+        self._journal.write(frame_line(b'{"seq": %d, "trial": %s}\n' % (self._seq, state[:-1])))
         trial_id = trial.trial_id
-        self._changed[trial_id] = trial
         if trial.is_finished():
             self._live.pop(trial_id, None)
+            self._ended[trial_id] = state
         else:
             self._live[trial_id] = trial
+            self._ended.pop(trial_id, None)
 
     def record_config(self, trial_id: str, config: dict[str, Any]) -> None:
         """Append a trial's config (pickled, length-prefixed) to the configs log."""
@@ -216,21 +219,21 @@ class ExperimentStateStore:
 
     def _write_base(self, trials: list[Any]) -> None:
         """Make the base records hold every trial the snapshot will not list."""
+        ended = self._ended
         if not self._based:
             # First snapshot of this run: every trial, in creation order (O(trials) once).
             self._live = {t.trial_id: t for t in trials if not t.is_finished()}
-            lines = b"".join(frame_line(encode_record(self._state(t))) for t in trials)
+            lines = b"".join(
+                frame_line(ended.get(t.trial_id) or encode_record(self._state(t))) for t in trials
+            )
             atomic_write_bytes(self._file(BASE_FILE), lines)
             self._based = True
-        else:
-            finished = [t for t in self._changed.values() if t.is_finished()]
-            if finished:
-                lines = b"".join(frame_line(encode_record(self._state(t))) for t in finished)
-                with open(self._file(BASE_FILE), "ab") as f:
-                    f.write(lines)
-                    f.flush()
-                    os.fsync(f.fileno())  # before the snapshot stops listing them
-        self._changed = {}
+        elif ended:
+            with open(self._file(BASE_FILE), "ab") as f:
+                f.write(b"".join(map(frame_line, ended.values())))
+                f.flush()
+                os.fsync(f.fileno())  # before the snapshot stops listing them
+        self._ended = {}
 
     def save_tuner(self, data: dict[str, Any]) -> None:
         atomic_write_bytes(self._file(TUNER_FILE), seal_pickle(cloudpickle.dumps(data)))

@@ -66,6 +66,33 @@ def test_snapshot_lists_only_live_trials_and_base_grows_by_finished_ones(tmp_pat
     assert [t["last_result"].get("x") for t in loaded.trials[:4]] == [0, 1, 2, 3]
 
 
+def test_journal_and_base_records_are_the_states_encoded_whole(tmp_path):
+    # A journal record's state is encoded once and spliced into the record; the base
+    # record of a trial that ended is that same text. Both must be what encoding the
+    # whole record gives, odd values included.
+    from fasttune._internal.experiment_state import encode_record, trial_state
+    from fasttune._internal.state_framing import frame_line
+
+    path = str(tmp_path)
+    store, trials = started_store(path, 2)
+    trial = trials[0]
+    trial.evaluated_params = {("a", "b"): 1, "ü": float("nan")}  # a tuple key, a NaN
+    trial.last_result = {"x": float("inf"), "text": "per%cent \n ü"}
+    trial.set_status(TrialStatus.TERMINATED)
+    store.record_trial(trial)
+    with open(os.path.join(path, JOURNAL_FILE), "rb") as f:
+        journal = f.read()
+    state = {**trial_state(trial), "pos": 0}
+    assert journal == frame_line(encode_record({"seq": 3, "trial": state}))
+    store.snapshot(trials, {})
+    with open(os.path.join(path, BASE_FILE), "rb") as f:
+        base = f.read()
+    assert base.endswith(frame_line(encode_record(state)))
+    store.close()
+    loaded = ExperimentStateStore(path).load()
+    assert loaded.trials[0]["last_result"]["text"] == "per%cent \n ü"
+
+
 def test_crash_after_base_append_before_snapshot_keeps_the_latest_states(tmp_path):
     """Base appended, old snapshot still there: the journal's later lines win."""
     path = str(tmp_path)
