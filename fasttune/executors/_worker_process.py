@@ -6,7 +6,7 @@ import os
 import pickle
 import select
 import signal
-from multiprocessing.connection import Connection
+import struct
 
 from fasttune._support.pickling import dumps
 from fasttune.executors.base import Event
@@ -18,13 +18,29 @@ TARGET = "fasttune.executors._worker_process:worker_main"
 WARM_UP = "fasttune.executors._worker_process:warm_up"
 
 
-class PipeTransport:
-    """A :class:`~fasttune.executors.worker_commands.Transport` over a ``Connection``."""
+# multiprocessing.connection's framing (the driver reads and writes the pipe with a
+# Connection): a signed 32-bit big-endian length, or -1 and an unsigned 64-bit one.
+_SHORT = struct.Struct("!i")
+_LONG = struct.Struct("!Q")
+_LONGEST_SHORT = 0x7FFFFFFF
+_READ_SIZE = 1 << 16
 
-    def __init__(self, conn: Connection):
-        self._conn = conn
+
+class PipeTransport:
+    """A :class:`~fasttune.executors.worker_commands.Transport` over a pipe whose other
+    end is a ``multiprocessing.connection.Connection``.
+
+    Its framing is written here: importing ``multiprocessing.connection`` (~8 ms, with
+    tempfile and shutil) was a fifth of the fork server's start, which the first trials
+    of a run wait for. A message goes out in one ``writev``; commands are read in
+    chunks, so that one read usually brings a whole command.
+    """
+
+    def __init__(self, fd: int):
+        self._fd = fd
         self._poller = select.poll()
-        self._poller.register(conn.fileno(), select.POLLIN)
+        self._poller.register(fd, select.POLLIN)
+        self._buffer = b""
 
     def send(self, event: Event) -> None:
         self.send_packed([dumps(event)])
@@ -33,20 +49,56 @@ class PipeTransport:
         return dumps(event)
 
     def send_packed(self, packed: list[bytes]) -> None:
+        data = join_events(packed)
+        size = len(data)
+        header = _SHORT.pack(size) if size <= _LONGEST_SHORT else _SHORT.pack(-1) + _LONG.pack(size)
         try:
-            self._conn.send_bytes(join_events(packed))
+            self._write_all(header, data)
         except OSError as exc:
             raise TransportClosed from exc
 
+    def _write_all(self, header: bytes, data: bytes) -> None:
+        written = os.writev(self._fd, (header, data))
+        total = len(header) + len(data)
+        if written < total:  # a pipe takes large messages in parts
+            rest = memoryview(header + data)[written:]
+            while rest:
+                rest = rest[os.write(self._fd, rest) :]
+
     def poll(self) -> bool:
-        return bool(self._poller.poll(0))
+        return bool(self._buffer) or bool(self._poller.poll(0))
 
     def recv(self) -> Command:
         try:
-            data = self._conn.recv_bytes()
-        except (EOFError, OSError) as exc:
+            (size,) = _SHORT.unpack(self._take(_SHORT.size))
+            if size == -1:
+                (size,) = _LONG.unpack(self._take(_LONG.size))
+            data = self._take(size)
+        except OSError as exc:
             raise TransportClosed from exc
         return pickle.loads(data)
+
+    def _take(self, size: int) -> bytes:
+        """The next ``size`` bytes of the pipe, waiting for them.
+
+        Raises:
+            TransportClosed: The pipe was closed before they came.
+        """
+        buffer = self._buffer
+        if len(buffer) < size:
+            parts, have = [buffer], len(buffer)
+            while have < size:
+                chunk = os.read(self._fd, max(_READ_SIZE, size - have))
+                if not chunk:
+                    raise TransportClosed
+                parts.append(chunk)
+                have += len(chunk)
+            buffer = b"".join(parts)
+        self._buffer = buffer[size:]
+        return buffer[:size]
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 def worker_main(fd: int) -> int:
@@ -56,11 +108,11 @@ def worker_main(fd: int) -> int:
     command) and leaves when the driver goes away.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    conn = Connection(fd)
+    transport = PipeTransport(fd)
     try:
-        WorkerLoop(PipeTransport(conn), isolated=True).run()
+        WorkerLoop(transport, isolated=True).run()
     finally:
-        conn.close()
+        transport.close()
     return 0
 
 
@@ -74,9 +126,6 @@ def warm_up() -> None:
     are paid once instead of in every new worker: with ``reuse_actors=False`` they
     were about a third of a new worker's CPU (measured on 500 short trials).
     """
-    import shutil
-    import tempfile
-
     import fasttune.execution  # noqa: F401  (a launch's resources unpickle to it)
     from fasttune._support.process_info import hostname, node_ip
     from fasttune.logger.logger_callback import default_logger_callbacks
@@ -98,10 +147,12 @@ def warm_up() -> None:
     results = [trainable.train() for _ in range(3)]
     trainable.stop()
     kinds, _ = offloadable_loggers(default_logger_callbacks())
-    cached_tempdir = tempfile.tempdir
-    scratch = tempfile.mkdtemp(prefix="fasttune-warm-up-")
-    # Workers find the temporary directory themselves, from their own TMPDIR.
-    tempfile.tempdir = cached_tempdir
+    # A scratch folder made without tempfile and shutil, which the server imports
+    # only once it serves (see _forkserver.serve).
+    scratch = os.path.join(
+        os.environ.get("TMPDIR") or "/tmp", f"fasttune-warm-up-{os.getpid()}-{os.urandom(4).hex()}"
+    )
+    os.mkdir(scratch, 0o700)
     try:
         files = TrialResultFiles(scratch, TrialFilesSpec(kinds), {"x": 0})
         try:
@@ -109,7 +160,9 @@ def warm_up() -> None:
         finally:
             files.close()
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        for name in os.listdir(scratch):
+            os.unlink(os.path.join(scratch, name))
+        os.rmdir(scratch)
 
 
 def _null_logger(config: dict) -> NoopLogger:
