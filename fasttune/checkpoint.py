@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -69,6 +67,9 @@ class Checkpoint:
             os.makedirs(target, exist_ok=True)
             self.filesystem.download_dir(self.path, target)
             return target
+        import shutil  # here: a worker process seldom needs them
+        import tempfile
+
         target = tempfile.mkdtemp(prefix="checkpoint_tmp_")
         try:
             self.filesystem.download_dir(self.path, target)
@@ -87,6 +88,8 @@ class Checkpoint:
         if self.filesystem.is_local:
             yield self.path
             return
+        import shutil
+
         local = self.to_directory()
         try:
             yield local

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import platform
 import socket
 
 
@@ -23,6 +22,11 @@ def node_ip() -> str:
 
 @functools.lru_cache(maxsize=1)
 def hostname() -> str:
+    uname = getattr(os, "uname", None)
+    if uname is not None:
+        return uname().nodename  # what platform.node() returns, without importing it
+    import platform
+
     return platform.node()
 
 

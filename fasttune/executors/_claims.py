@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 
 from fasttune._support.process_info import process_running
 
@@ -43,6 +41,8 @@ class ClaimDirectory:
         """The path of a new claim on ``trial_id`` (each queueing of a trial has its own:
         one taken back earlier must not make the next fail)."""
         if self._path is None:
+            import tempfile  # here, as below: a worker only ever calls claim()
+
             shared = _SHARED_MEMORY if os.access(_SHARED_MEMORY, os.W_OK) else None
             parent = shared or tempfile.gettempdir()
             remove_dead_drivers_claims(parent)
@@ -58,6 +58,8 @@ class ClaimDirectory:
 
     def close(self) -> None:
         if self._path is not None:
+            import shutil
+
             shutil.rmtree(self._path, ignore_errors=True)
             self._path = None
 
@@ -72,4 +74,6 @@ def remove_dead_drivers_claims(parent: str) -> None:
     for name in names:
         pid = name[len(_PREFIX) :].partition("-")[0]
         if pid.isdigit() and not process_running(int(pid)):
+            import shutil
+
             shutil.rmtree(os.path.join(parent, name), ignore_errors=True)

@@ -12,7 +12,6 @@ resumes from its newest result (a pause, PBT's exploit) costs a stat and a short
 from __future__ import annotations
 
 import csv
-import glob
 import io
 import json
 import os
@@ -57,6 +56,8 @@ def rewind_event_files(trial_dir: str, step: int) -> int:
     Returns:
         The number of files rewritten.
     """
+    import glob  # here: only a resumed trial's files are rewound
+
     rewritten = 0
     for path in glob.glob(os.path.join(glob.escape(trial_dir), _EVENT_FILES)):
         with open(path, "rb") as f:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
-import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any
@@ -164,12 +162,16 @@ class LocalFileSystem(FileSystem):
         atomic_write_bytes(path, data)
 
     def delete(self, path: str) -> None:
+        import shutil  # here: not on a worker's way to its first trial
+
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
         elif os.path.lexists(path):
             os.remove(path)
 
     def upload_dir(self, local_dir: str, path: str) -> None:
+        import shutil
+
         if os.path.abspath(local_dir) != os.path.abspath(path):
             shutil.copytree(local_dir, path, dirs_exist_ok=True)
 
@@ -177,6 +179,8 @@ class LocalFileSystem(FileSystem):
         self.upload_dir(path, local_dir)
 
     def put_files(self, pairs: Sequence[tuple[str, str]]) -> None:
+        import shutil
+
         for local, path in pairs:
             ensure_dir(os.path.dirname(path))
             shutil.copyfile(local, path)
@@ -190,6 +194,8 @@ class LocalFileSystem(FileSystem):
                 os.remove(path)
 
     def copy_dir(self, path: str, target: str) -> None:
+        import shutil
+
         shutil.copytree(path, target, dirs_exist_ok=True)
 
     def find(self, path: str) -> list[str]:
@@ -262,7 +268,7 @@ def open_creating_dirs(path: str, flags: int, mode: int = 0o666) -> int:
 
 # Temp names unique across processes and hosts (a random token drawn once per
 # process) and within a process (a counter): no random draw per write.
-_TEMP_TOKEN = uuid.uuid4().hex[:8]
+_TEMP_TOKEN = os.urandom(4).hex()
 _temp_counter = itertools.count()
 
 

@@ -8,8 +8,6 @@ the checkpoint they restore when this machine has no copy of it.
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,9 +58,11 @@ class StorageMirror:
         """
         if os.path.isdir(local_dir):
             return True
+        import shutil  # here: not on a worker's way to its first trial
+
         parent, name = os.path.split(os.path.abspath(local_dir))
         os.makedirs(parent, exist_ok=True)
-        partial = os.path.join(parent, f".{name}.download_{uuid.uuid4().hex[:8]}")
+        partial = os.path.join(parent, f".{name}.download_{os.urandom(4).hex()}")
         try:
             self.filesystem.download_dir(self.remote_path(local_dir), partial)
         except FileNotFoundError:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 
 from fasttune.checkpoint import Checkpoint
@@ -24,6 +22,11 @@ def staged_dir(final: str, parent: str) -> Iterator[str]:
     An existing ``final`` is replaced; if the block raises, the staging directory
     is removed instead, so no half-written checkpoint appears under ``final``.
     """
+    # Imported here: the fork server imports them once it serves, so its first workers
+    # start sooner (and those that checkpoint import them at their first checkpoint).
+    import shutil
+    import tempfile
+
     staging = tempfile.mkdtemp(prefix=".checkpoint_tmp_", dir=parent)
     try:
         yield staging
@@ -60,6 +63,9 @@ def save_dir(
 @contextlib.contextmanager
 def scratch_dir(prefix: str) -> Iterator[str]:
     """A new temporary directory, removed (ignoring errors) when the block ends."""
+    import shutil
+    import tempfile
+
     tmp = tempfile.mkdtemp(prefix=prefix)
     try:
         yield tmp

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from typing import Any
 
 from fasttune._support.process_info import node_ip
@@ -38,6 +37,8 @@ class LegacyTrainableAPI:
             logger.debug("Checkpoint %s not found; nothing to delete.", checkpoint_path)
             return
         if os.path.isdir(root):
+            import shutil  # here: not on a worker's way to its first trial
+
             shutil.rmtree(root)
 
     def get_current_ip(self) -> str:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import os
-import tempfile
+import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from fasttune.trainable.trial_info import TrialInfo
@@ -51,11 +50,13 @@ def default_logdir(trial_info: TrialInfo | None, name: str) -> str:
     if trial_info is not None and trial_info.trial_dir:
         os.makedirs(trial_info.trial_dir, exist_ok=True)
         return trial_info.trial_dir
+    import tempfile  # here: a trial's Trainable (in a worker) has its directory
+
     from fasttune.storage.defaults import default_local_dir
 
     root = default_local_dir()
     os.makedirs(root, exist_ok=True)
-    stamp = datetime.today().strftime("%Y-%m-%d_%H-%M-%S")
+    stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
     return tempfile.mkdtemp(prefix=f"{name}_{stamp}_", dir=root)
 
 

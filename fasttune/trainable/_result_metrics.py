@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime
 from os import getpid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
 from fasttune._support.process_info import hostname, node_ip
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 DATE_FORMAT = "%Y-%m-%d_%H-%M-%S"
 _DEBUG_METRICS = frozenset(
@@ -28,7 +30,7 @@ class DateCache:
             return int(time.mktime(now.timetuple())), now.strftime(DATE_FORMAT)
         seconds = int(time.time())
         if self._cached[0] != seconds:
-            self._cached = (seconds, datetime.fromtimestamp(seconds).strftime(DATE_FORMAT))
+            self._cached = (seconds, time.strftime(DATE_FORMAT, time.localtime(seconds)))
         return self._cached
 
 

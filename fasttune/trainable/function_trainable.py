@@ -12,9 +12,7 @@ from __future__ import annotations
 import logging
 import numbers
 import os
-import shutil
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -121,6 +119,8 @@ class FunctionTrainable(Trainable):
         index = self._checkpoint_index
         self._checkpoint_index += 1
         final = os.path.join(self._logdir, ckpt_io.checkpoint_dir_name(index))
+        import shutil  # here: the fork server imports it after it is ready
+
         with staged_dir(final, self._logdir) as staging:
             with checkpoint.as_directory() as source:
                 shutil.copytree(source, staging, dirs_exist_ok=True)
@@ -165,6 +165,9 @@ class FunctionTrainable(Trainable):
 
     def cleanup(self) -> None:
         self._end_function()
+        if self._restored_copies:
+            import shutil
+
         for path in self._restored_copies:
             shutil.rmtree(path, ignore_errors=True)
         self._restored_copies.clear()
@@ -189,6 +192,8 @@ class FunctionTrainable(Trainable):
             return super().save(checkpoint_dir, prevent_upload)
         if checkpoint_dir is None:
             return latest.path
+        import shutil
+
         os.makedirs(checkpoint_dir, exist_ok=True)
         with latest.as_directory() as source:
             shutil.copytree(source, checkpoint_dir, dirs_exist_ok=True)
@@ -225,7 +230,7 @@ class FunctionTrainable(Trainable):
         self._restore_local(local)
 
     def _new_restore_dir(self) -> str:
-        path = os.path.join(self._logdir, f".restored_{uuid.uuid4().hex[:8]}")
+        path = os.path.join(self._logdir, f".restored_{os.urandom(4).hex()}")
         self._restored_copies.append(path)
         return path
 

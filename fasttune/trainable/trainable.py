@@ -6,10 +6,8 @@ import copy
 import logging
 import os
 import time
-import uuid
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
 from fasttune._support.process_info import SysUsageMonitor
@@ -24,9 +22,20 @@ from fasttune.trainable._result_metrics import DateCache, auto_filled_metrics, f
 from fasttune.trainable.session import TrialSession, clear_process_session, set_process_session
 from fasttune.trainable.trial_info import pop_runner_keys
 
+if TYPE_CHECKING:
+    from datetime import datetime
+
+
 logger = logging.getLogger(__name__)
 
 SETUP_TIME_WARNING_S = 10.0
+
+
+def _new_experiment_id() -> str:
+    """An experiment id for a Trainable made outside a run (a run gives its own)."""
+    import uuid  # here: a worker never needs it, and it imports platform
+
+    return uuid.uuid4().hex
 
 
 class Trainable(LegacyTrainableAPI):
@@ -67,7 +76,7 @@ class Trainable(LegacyTrainableAPI):
         trial_info, stdout_file, stderr_file = pop_runner_keys(self.config)
         self._trial_info = trial_info
         self._storage = storage
-        self._experiment_id = (trial_info and trial_info.experiment_id) or uuid.uuid4().hex
+        self._experiment_id = (trial_info and trial_info.experiment_id) or _new_experiment_id()
 
         self._reset_counters()
         self._warmup_time: float | None = None
