@@ -184,7 +184,7 @@ class TuneController:
         limit = self.spec.max_concurrent_trials
         lifecycle = self.lifecycle
         while limit is None or lifecycle.num_launched < limit:
-            if not lifecycle.num_pending():
+            if not lifecycle.any_pending():
                 self._create_trial()
             trial = self.spec.scheduler.choose_trial_to_run(self.view)
             self._execute_requests()

@@ -181,6 +181,10 @@ class TrialLifecycle:
     def num_pending(self) -> int:
         return sum(1 for t in self._waiting.values() if t.status is PENDING)
 
+    def any_pending(self) -> bool:
+        """Whether a trial is PENDING (the first waiting one, as a rule: O(1) then)."""
+        return any(t.status is PENDING for t in self._waiting.values())
+
     def waiting_trials(self) -> list[Trial]:
         """PENDING and PAUSED trials in creation order, in O(waiting trials) (sorted
         again only after a change: the loop asks for them several times a step)."""

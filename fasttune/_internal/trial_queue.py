@@ -149,7 +149,7 @@ class TrialQueues:
         fits (a slot is free), take it back (it waits again), unless it is starting
         behind its trial ahead; True if it was taken back."""
         lifecycle = self._lifecycle
-        if not lifecycle.any_queued or lifecycle.num_pending():
+        if not lifecycle.any_queued or lifecycle.any_pending():
             return False
         first = lifecycle.queued_trials()[0]
         return fits(first) and self._take_back([first.trial_id])
