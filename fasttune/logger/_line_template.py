@@ -23,7 +23,6 @@ between batches is never written from an old text.
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import operator
@@ -61,26 +60,6 @@ def _getter(keys: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     return operator.itemgetter(*keys)
 
 
-class _FieldText:
-    """A text value's CSV field: ``csv.writer`` quotes a field by its own content only
-    (a record of nothing but one empty field aside), so the field is cut from a row
-    of the value and an empty field."""
-
-    def __init__(self) -> None:
-        self._fields: list[str] = []
-        self._writer = csv.writer(self, lineterminator="\n")
-
-    def write(self, text: str) -> None:
-        self._fields.append(text)
-
-    def __call__(self, value: str) -> str:
-        self._writer.writerow((value, ""))
-        return self._fields.pop()[:-2]  # without the ",\n" of the empty field
-
-
-_csv_field = _FieldText()
-
-
 def _texts_of(value: Any) -> tuple[str, str]:
     """The JSON and CSV texts of a str, bool or None value, ready for a format string."""
     try:
@@ -88,9 +67,12 @@ def _texts_of(value: Any) -> tuple[str, str]:
     except KeyError:
         pass
     if type(value) is str:
+        # csv.writer quotes a field by its own content only (a record of nothing but
+        # one empty field aside): the field is cut from a row of it and an empty one.
+        field = format_row((value, ""))[:-2]
         texts = (
             json.encoder.encode_basestring_ascii(value).replace("%", "%%"),
-            _csv_field(value).replace("%", "%%"),
+            field.replace("%", "%%"),
         )
     else:
         texts = (_JSON_CONSTANTS[value], _CSV_CONSTANTS[value])
