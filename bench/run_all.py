@@ -90,21 +90,31 @@ def bench_env() -> dict[str, str]:
     return env
 
 
+# Each run's temporary directory, removed when the bench ends (see run_script).
+_SCRATCH: list[str] = []
+
+
 def run_script(python: str, args: list[str], extra_env: tuple[tuple[str, str], ...] = ()) -> dict:
-    """Run one contender's script in a temporary directory of its own (its ``TMPDIR``),
-    removed after the run: the workloads leave their experiments in the temporary
-    directory, and a bench's tens of thousands of trial folders left behind slowed the
-    runs after them (file creation on a fuller disk: back-to-back throughput runs fell
-    from ~95,000 to ~65,000 results/s with 45 GB of them in /tmp)."""
-    with tempfile.TemporaryDirectory(prefix="bench_run_") as scratch:
-        proc = subprocess.run(
-            [python, *args],
-            capture_output=True,
-            text=True,
-            cwd=scratch,
-            env={**bench_env(), **dict(extra_env), "TMPDIR": scratch},
-            timeout=1800,
-        )
+    """Run one contender's script with a temporary directory of its own (its ``TMPDIR``
+    and working directory).
+
+    The workloads leave their experiments in the temporary directory: a bench's tens
+    of thousands of trial folders, which piled up over many benches (45 GB in /tmp),
+    slowed later runs (file creation on the fuller disk: back-to-back throughput runs
+    fell from ~95,000 to ~65,000 results/s). They are removed when the bench ends, not
+    after each run: removing a run's folders slows the run after it (this disk
+    discards freed blocks, and the floor fell to ~400 trials/s for ~30 s after).
+    """
+    scratch = tempfile.mkdtemp(prefix="bench_run_")
+    _SCRATCH.append(scratch)
+    proc = subprocess.run(
+        [python, *args],
+        capture_output=True,
+        text=True,
+        cwd=scratch,
+        env={**bench_env(), **dict(extra_env), "TMPDIR": scratch},
+        timeout=1800,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
     return _result_line(proc.stdout)
@@ -317,4 +327,8 @@ def _vs_ray(ours: float | None, ray: float | None, higher_is_better: bool) -> st
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        for folder in _SCRATCH:
+            shutil.rmtree(folder, ignore_errors=True)
