@@ -474,7 +474,7 @@ class TuneController:
         terminate it where it waits (a queued one is taken back first, or stopped as soon
         as it has started if it is starting)."""
         if self.lifecycle.is_queued(trial) and not self.queues.unqueue(trial):
-            self.queues.end_when_started.add(trial.trial_id)  # it is starting: stop it then
+            self.queues.end_when_started(trial.trial_id)
             return
         if self.lifecycle.is_launched(trial):
             self.lifecycle.stop(trial, StopIntent.TERMINATE, save=self.spec.checkpoint_at_end)

@@ -53,7 +53,7 @@ class TrialQueues:
         # behind them gets).
         self._running: dict[str, tuple[float, Allocation]] = {}
         self._behind: dict[str, list[str]] = {}  # running trial -> queued behind it
-        self.end_when_started: set[str] = set()  # to end as soon as they start
+        self._end_when_started: set[str] = set()  # to end as soon as they start
         self._run_s: float | None = None  # moving average of the trials' run times
 
     # ------------------------------------------------------------------ running trials
@@ -87,11 +87,16 @@ class TrialQueues:
                 break
         self._lifecycle.unqueued(self._lifecycle.by_id[trial_id])
 
+    def end_when_started(self, trial_id: str) -> None:
+        """End queued ``trial_id`` as soon as it starts: it is starting, too late to be
+        taken back (:meth:`end_requested` then says so, once)."""
+        self._end_when_started.add(trial_id)
+
     def end_requested(self, trial_id: str) -> bool:
         """Whether ending ``trial_id`` was asked while it could not be taken back (the
         request is consumed)."""
-        if trial_id in self.end_when_started:
-            self.end_when_started.discard(trial_id)
+        if trial_id in self._end_when_started:
+            self._end_when_started.discard(trial_id)
             return True
         return False
 
