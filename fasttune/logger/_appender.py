@@ -13,20 +13,9 @@ _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0
 _SCAN_CHUNK = 1 << 16
 
 
-def drop_partial_last_line(path: str) -> None:
-    """Cut a trailing line that has no newline (left by a writer that crashed).
-
-    A missing or empty file is left alone.
-    """
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        return
-    _drop_partial_last_line(path, size)
-
-
 def _drop_partial_last_line(path: str, size: int) -> int:
-    """:func:`drop_partial_last_line` of a file of ``size`` bytes; its size after."""
+    """Cut a trailing line that has no newline (left by a writer that crashed) from
+    ``path``, a file of ``size`` bytes; its size after."""
     if size == 0:
         return 0
     with open(path, "rb") as f:
@@ -70,9 +59,8 @@ class LineAppender:
         self.path = path
         self._fd = open_creating_dirs(path, _OPEN_FLAGS)
         try:
-            size = os.fstat(self._fd).st_size
             #: The file's size when opened (after dropping a partial last line).
-            self.size_at_open = _drop_partial_last_line(path, size) if size else 0
+            self.size_at_open = _drop_partial_last_line(path, os.fstat(self._fd).st_size)
         except BaseException:
             os.close(self._fd)
             raise
