@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import platform
 import socket
 
 
@@ -22,11 +23,6 @@ def node_ip() -> str:
 
 @functools.lru_cache(maxsize=1)
 def hostname() -> str:
-    uname = getattr(os, "uname", None)
-    if uname is not None:
-        return uname().nodename  # what platform.node() returns, without importing it
-    import platform
-
     return platform.node()
 
 

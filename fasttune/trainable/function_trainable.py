@@ -166,11 +166,11 @@ class FunctionTrainable(Trainable):
     def cleanup(self) -> None:
         self._end_function()
         if self._restored_copies:
-            import shutil
+            import shutil  # here: the fork server imports it after it is ready
 
-        for path in self._restored_copies:
-            shutil.rmtree(path, ignore_errors=True)
-        self._restored_copies.clear()
+            for path in self._restored_copies:
+                shutil.rmtree(path, ignore_errors=True)
+            self._restored_copies.clear()
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         self._end_function()

@@ -6,6 +6,7 @@ import copy
 import logging
 import os
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,13 +30,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SETUP_TIME_WARNING_S = 10.0
-
-
-def _new_experiment_id() -> str:
-    """An experiment id for a Trainable made outside a run (a run gives its own)."""
-    import uuid  # here: a worker never needs it, and it imports platform
-
-    return uuid.uuid4().hex
 
 
 class Trainable(LegacyTrainableAPI):
@@ -76,7 +70,7 @@ class Trainable(LegacyTrainableAPI):
         trial_info, stdout_file, stderr_file = pop_runner_keys(self.config)
         self._trial_info = trial_info
         self._storage = storage
-        self._experiment_id = (trial_info and trial_info.experiment_id) or _new_experiment_id()
+        self._experiment_id = (trial_info and trial_info.experiment_id) or uuid.uuid4().hex
 
         self._reset_counters()
         self._warmup_time: float | None = None

@@ -6,6 +6,7 @@ import atexit
 import functools
 import inspect
 import os
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +38,7 @@ def share_parameters_with(share: Callable[[dict[str, Any]], Any] | None) -> None
 def _parameter_store_dir() -> str:
     global _store_dir
     if _store_dir is None:
-        import shutil  # here, as each use below: not on a worker's way to its trial
+        import shutil  # here: not on a worker's way to its trial
         import tempfile
 
         _store_dir = tempfile.mkdtemp(prefix="fasttune_params_")
@@ -56,8 +57,6 @@ class ParameterStore:
     """
 
     def __init__(self, objects: dict[str, Any]):
-        import uuid
-
         self.key = uuid.uuid4().hex
         self._objects: dict[str, Any] | None = objects
         self._path: str | None = None
