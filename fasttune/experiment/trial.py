@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import logging
 import numbers
 import os
 import re
@@ -57,6 +58,22 @@ class TrialStatus(str, enum.Enum):
 def new_experiment_hash() -> str:
     """Five hex characters shared by the trial ids of one experiment (as Ray)."""
     return uuid.uuid4().hex[:5]
+
+
+_missing_criteria_warned: set[str] = set()
+
+
+def _warn_missing_criterion(key: str, result: Mapping[str, Any]) -> None:
+    if key not in _missing_criteria_warned:
+        _missing_criteria_warned.add(key)
+        logging.getLogger(__name__).warning(
+            "Stopping criterion %r was not found in a result (reported keys: %s). If %r "
+            "is never reported, trials run until they end by themselves: report it from "
+            "the trainable or change RunConfig(stop=...).",
+            key,
+            sorted(result),
+            key,
+        )
 
 
 class Trial:
@@ -279,19 +296,16 @@ class Trial:
     def should_stop(self, result: Mapping[str, Any]) -> bool:
         """True when the result meets the stopping criterion (or says it is done).
 
-        Raises:
-            KeyError: A criterion names a key the result does not have (the message
-                lists the reported keys).
+        A criterion whose key the result lacks does not stop it (a metric reported
+        every few iterations, say); the first such miss is logged, once per key, as
+        Ray Tune does.
         """
         if result.get(R.DONE):
             return True
         for key, threshold in self.stopping_criterion.items():
             if key not in result:
-                raise KeyError(
-                    f"Stopping criterion {key!r} was not found in the result of trial "
-                    f"{self}; reported keys: {sorted(result)}. Report {key!r} from your "
-                    "trainable or change RunConfig(stop=...)."
-                )
+                _warn_missing_criterion(key, result)
+                continue
             value = result[key]
             if callable(threshold):
                 if threshold(value):
