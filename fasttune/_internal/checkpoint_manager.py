@@ -94,12 +94,13 @@ class CheckpointManager:
         return None
 
     def best_checkpoints(self) -> list[tuple[Checkpoint, dict[str, Any]]]:
-        """``(checkpoint, metrics)`` pairs, best first when a score is set, else oldest first."""
+        """``(checkpoint, metrics)`` pairs, oldest first; with a score, worst first and
+        best last (as Ray Tune orders ``Result.best_checkpoints``), ties oldest first."""
         tracked = sorted(self._checkpoints, key=lambda c: c.order)
         if self.score_attribute is not None:
-            tracked = sorted(tracked, key=self._score, reverse=True)
+            tracked = sorted(tracked, key=self._score)  # stable: ties stay oldest first
             if self.num_to_keep is not None:
-                tracked = tracked[: self.num_to_keep]
+                tracked = tracked[-self.num_to_keep :]
         return [(self._checkpoint(c), c.metrics) for c in tracked]
 
     # ------------------------------------------------------------------ updates

@@ -36,7 +36,8 @@ class Result:
         checkpoint: The latest checkpoint, or None.
         error: The exception the trial failed with, or None.
         path: The trial directory (within :attr:`filesystem`).
-        best_checkpoints: ``(checkpoint, metrics)`` pairs of the kept checkpoints.
+        best_checkpoints: ``(checkpoint, metrics)`` pairs of the kept checkpoints, oldest
+            first, or worst first and best last with a checkpoint score attribute.
 
     Example:
         >>> import json, os, tempfile

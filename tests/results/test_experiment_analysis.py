@@ -277,7 +277,7 @@ def test_kept_checkpoints_follow_the_checkpoint_config(make_trial, experiment_di
     )
     analysis = ExperimentAnalysis(experiment_dir, trials=[trial])
     kept = [m["score"] for _, m in analysis._checkpoints(trial)]
-    assert kept == [9, 7]  # the two best, best first
+    assert kept == [7, 9]  # the two best, best last (as Ray)
     assert os.path.basename(analysis.get_last_checkpoint(trial).path) == "checkpoint_000005"
     on_disk = sorted(n for n in os.listdir(trial.local_path) if n.startswith("checkpoint_"))
     assert on_disk == ["checkpoint_000002", "checkpoint_000004", "checkpoint_000005"]

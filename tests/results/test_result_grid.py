@@ -65,7 +65,7 @@ def test_a_trial_that_never_ran(mixed, experiment_dir):
     assert result.metrics_dataframe.empty  # as in Ray
 
 
-def test_best_checkpoints_are_ordered_best_first_with_a_score(make_trial, experiment_dir):
+def test_best_checkpoints_are_ordered_best_last_with_a_score(make_trial, experiment_dir):
     trial = make_trial(
         0,
         [3, 9, 1, 7, 5],
@@ -73,7 +73,7 @@ def test_best_checkpoints_are_ordered_best_first_with_a_score(make_trial, experi
         manager_kwargs={"num_to_keep": 3, "score_attribute": "nested/loss", "score_order": "min"},
     )
     result = grid_of(experiment_dir, [trial])[0]
-    assert [m["score"] for _, m in result.best_checkpoints] == [9, 7, 5]
+    assert [m["score"] for _, m in result.best_checkpoints] == [5, 7, 9]  # as Ray orders them
     assert os.path.basename(result.checkpoint.path) == "checkpoint_000005"
     assert os.path.basename(result.get_best_checkpoint("score", "min").path) == "checkpoint_000005"
 
