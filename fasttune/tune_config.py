@@ -16,8 +16,9 @@ class TuneConfig:
         mode: ``"min"`` or ``"max"``.
         search_alg: A ``Searcher`` or ``SearchAlgorithm`` (default: random/grid).
         scheduler: A ``TrialScheduler`` (default: FIFO).
-        num_samples: Samples of the search space (-1: until stopped).
-        max_concurrent_trials: Trials running at once (default: as resources allow).
+        num_samples: Samples of the search space (-1: until stopped; 0: none, an
+            empty ``ResultGrid``, as in Ray Tune).
+        max_concurrent_trials: Trials running at once (None or 0: as resources allow).
         time_budget_s: Stop the experiment after this many seconds.
         reuse_actors: Reuse worker processes (and Trainables via ``reset_config``).
         trial_name_creator: ``trial -> str`` for trial names.
@@ -48,19 +49,20 @@ class TuneConfig:
         if (
             not isinstance(self.num_samples, int)
             or isinstance(self.num_samples, bool)
-            or self.num_samples == 0
             or self.num_samples < -1
         ):
             raise ValueError(
-                f"TuneConfig.num_samples={self.num_samples!r} is invalid: use a positive int, "
+                f"TuneConfig.num_samples={self.num_samples!r} is invalid: use an int >= 0, "
                 "or -1 to sample until stopped."
             )
         if self.max_concurrent_trials is not None and (
-            not isinstance(self.max_concurrent_trials, int) or self.max_concurrent_trials < 1
+            not isinstance(self.max_concurrent_trials, int)
+            or isinstance(self.max_concurrent_trials, bool)
+            or self.max_concurrent_trials < 0
         ):
             raise ValueError(
                 f"TuneConfig.max_concurrent_trials={self.max_concurrent_trials!r} is invalid: "
-                "use None or an int >= 1."
+                "use an int >= 1, or None (or 0) for no limit."
             )
         if self.time_budget_s is not None and not (
             isinstance(self.time_budget_s, (int, float)) and self.time_budget_s > 0

@@ -1,7 +1,8 @@
 """The search algorithm and scheduler a run uses, from its ``TuneConfig``.
 
 Names become plugins as Ray creates them (``create_searcher``/``create_scheduler``);
-``max_concurrent_trials`` wraps a searcher in a ``ConcurrencyLimiter``; both plugins are
+``max_concurrent_trials`` wraps a searcher in a ``ConcurrencyLimiter`` (or limits the
+default generator's live trials); both plugins are
 told the metric and mode, and a conflict between them and ``TuneConfig`` is refused.
 """
 
@@ -60,10 +61,16 @@ def configure_plugins(
     requested_search = _limit_concurrency(
         _plugin_instance("search_alg", tune_config.search_alg), tune_config.max_concurrent_trials
     )
-    if requested_search is None and tune_config.seed is not None:
+    if requested_search is None:
         from fasttune.search.basic_variant import BasicVariantGenerator
 
-        search_alg = BasicVariantGenerator(random_state=tune_config.seed)
+        # As Ray's default generator: a trial is created only when one of the
+        # max_concurrent_trials slots is free, not ahead of time (schedulers such as
+        # HyperBand fill their brackets with the trials that exist).
+        search_alg = BasicVariantGenerator(
+            max_concurrent=tune_config.max_concurrent_trials or 0,
+            random_state=tune_config.seed,
+        )
     else:
         search_alg = ensure_search_algorithm(requested_search)
     for kind, plugin in (("scheduler", scheduler), ("search_alg", search_alg)):

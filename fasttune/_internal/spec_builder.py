@@ -290,7 +290,7 @@ def build_run_spec(
         failure_config=failure_config,
         checkpoint_at_end=factory.checkpoint_at_end,
         reuse_actors=bool(reuse),
-        max_concurrent_trials=tune_config.max_concurrent_trials,
+        max_concurrent_trials=tune_config.max_concurrent_trials or None,  # 0: no limit
         time_budget_s=tune_config.time_budget_s,
         log_to_file=_log_files(run_config.log_to_file),
         chdir=_chdir_enabled(),

@@ -102,7 +102,7 @@ def test_unpicklable_trainable_names_the_culprit(run_config):
 
 def test_bad_config_values():
     with pytest.raises(ValueError, match="num_samples"):
-        tune.TuneConfig(num_samples=0)
+        tune.TuneConfig(num_samples=-2)
     with pytest.raises(ValueError, match="max_failures"):
         tune.FailureConfig(max_failures=-2)
     with pytest.raises(ValueError, match="num_to_keep"):

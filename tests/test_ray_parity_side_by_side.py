@@ -1,0 +1,84 @@
+"""Ray Tune behaviours found by running the same scripts on Ray Tune 2.60 and on
+fasttune side by side (2026-11-25): what a user of each observes must match."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import fasttune as tune
+from fasttune import Callback, RunConfig, TuneConfig, Tuner
+
+
+def _report_i(config: dict[str, Any]) -> None:
+    tune.report({"i": config["i"]})
+
+
+@pytest.fixture
+def run_config(tmp_path: Any) -> Any:
+    def make(**kwargs: Any) -> RunConfig:
+        return RunConfig(storage_path=str(tmp_path), name="exp", verbose=0, **kwargs)
+
+    return make
+
+
+def test_num_samples_zero_gives_an_empty_grid(run_config: Any) -> None:
+    grid = Tuner(
+        _report_i,
+        param_space={"i": tune.uniform(0, 1)},
+        tune_config=TuneConfig(num_samples=0),
+        run_config=run_config(),
+    ).fit()
+    assert len(grid) == 0 and not grid.errors
+
+
+def test_max_concurrent_trials_zero_means_no_limit(run_config: Any) -> None:
+    grid = Tuner(
+        _report_i,
+        param_space={"i": tune.grid_search([0, 1, 2])},
+        tune_config=TuneConfig(max_concurrent_trials=0),
+        run_config=run_config(),
+    ).fit()
+    assert sorted(r.metrics["i"] for r in grid) == [0, 1, 2]
+
+
+class _TrialsSeenAtStart(Callback):
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        self.seen.append(len(trials))
+
+
+def test_with_max_concurrent_trials_a_trial_is_created_when_a_slot_frees(
+    run_config: Any,
+) -> None:
+    # Ray's default generator creates trials lazily under the limit: schedulers such as
+    # HyperBand see each trial alone, and a run cut short leaves no never-run trials.
+    seen = _TrialsSeenAtStart()
+    grid = Tuner(
+        _report_i,
+        param_space={"i": tune.grid_search([0, 1, 2, 3])},
+        tune_config=TuneConfig(max_concurrent_trials=1),
+        run_config=run_config(callbacks=[seen]),
+    ).fit()
+    assert seen.seen == [1, 2, 3, 4]
+    assert sorted(r.metrics["i"] for r in grid) == [0, 1, 2, 3]
+
+
+def test_fail_fast_under_a_concurrency_limit_leaves_no_never_started_trial(
+    run_config: Any,
+) -> None:
+    def fails_first(config: dict[str, Any]) -> None:
+        if config["i"] == 0:
+            raise ValueError("boom")
+        tune.report({"i": config["i"]})
+
+    grid = Tuner(
+        fails_first,
+        param_space={"i": tune.grid_search([0, 1, 2])},
+        tune_config=TuneConfig(max_concurrent_trials=1),
+        run_config=run_config(failure_config=tune.FailureConfig(fail_fast=True)),
+    ).fit()
+    assert len(grid) == 1 and grid.num_errors == 1
