@@ -83,9 +83,10 @@ def report(metrics: Mapping[str, Any], *, checkpoint: Checkpoint | None = None) 
         metrics: Dict of metric names to values.
         checkpoint: A :class:`~fasttune.Checkpoint` to save with this result.
 
+    Outside a trial (calling ``train_fn(config)`` directly to debug it, say) it warns
+    once and returns None, as Ray Tune's does.
+
     Raises:
-        RuntimeError: When called outside a trial (use it inside a function
-            passed to ``fasttune.Tuner`` or wrapped as a Trainable).
         TypeError: When ``metrics`` is not a dict.
 
     Example:
@@ -95,18 +96,32 @@ def report(metrics: Mapping[str, Any], *, checkpoint: Checkpoint | None = None) 
     """
     session = current_session()
     if session is None or session.report_fn is None:
-        raise RuntimeError(
-            "fasttune.report() was called outside of a trial. Run your function through "
-            "fasttune.Tuner(train_fn, ...).fit() (or wrap it as a Trainable with "
-            "fasttune.trainable.wrap_function(train_fn)); inside a Trainable class, "
-            "return the metrics from step() instead."
-        )
+        _warn_outside_trial()
+        return
     if not isinstance(metrics, Mapping):
         raise TypeError(
             f"fasttune.report(metrics=...) expects a dict of metric values, got "
             f"{type(metrics).__name__}: {metrics!r}. Pass e.g. report({{'loss': 0.1}})."
         )
     session.report_fn(metrics, checkpoint)
+
+
+_warned_outside_trial = False
+
+
+def _warn_outside_trial() -> None:
+    global _warned_outside_trial
+    if not _warned_outside_trial:
+        _warned_outside_trial = True
+        import warnings
+
+        warnings.warn(
+            "fasttune.report() was called outside of a trial: the metrics go nowhere and "
+            "it returns None. Run your function through fasttune.Tuner(train_fn, ...).fit() "
+            "(or wrap it as a Trainable with fasttune.trainable.wrap_function(train_fn)); "
+            "inside a Trainable class, return the metrics from step() instead.",
+            stacklevel=3,
+        )
 
 
 def get_checkpoint() -> Checkpoint | None:

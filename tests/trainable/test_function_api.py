@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import threading
 import traceback
+import warnings
 
 import pytest
 
@@ -77,9 +78,16 @@ def test_exception_keeps_original_traceback(make_trainable):
     assert "in failing" in text and 'raise KeyError("missing-thing")' in text
 
 
-def test_report_outside_trial_says_how_to_run():
-    with pytest.raises(RuntimeError, match=r"outside of a trial.*Tuner"):
-        tune.report({"x": 1})
+def test_report_outside_a_trial_warns_once_how_to_run_and_returns(monkeypatch):
+    # As Ray Tune's: calling train_fn(config) directly, to debug it, runs through.
+    from fasttune.trainable import session
+
+    monkeypatch.setattr(session, "_warned_outside_trial", False)
+    with pytest.warns(UserWarning, match=r"outside of a trial.*Tuner"):
+        assert tune.report({"x": 1}) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tune.report({"x": 2}) is None  # once per process
 
 
 def test_report_non_dict_names_the_parameter(make_trainable):
