@@ -82,3 +82,38 @@ def test_fail_fast_under_a_concurrency_limit_leaves_no_never_started_trial(
         run_config=run_config(failure_config=tune.FailureConfig(fail_fast=True)),
     ).fit()
     assert len(grid) == 1 and grid.num_errors == 1
+
+
+_SEQUENCES = {1: [5, 1, 9], 2: [3, 4, 6], 3: [8, 0, 7]}
+
+
+def _reports_sequence(config: dict[str, Any]) -> None:
+    for value in _SEQUENCES[config["k"]]:
+        tune.report({"m": value, "nested": {"v": -value}})
+
+
+def test_metric_analysis_of_trials_read_back_covers_every_result(run_config: Any) -> None:
+    grid = Tuner(
+        _reports_sequence,
+        param_space={"k": tune.grid_search([1, 2, 3])},
+        run_config=run_config(),
+    ).fit()
+    expected = {
+        k: {"min": min(v), "max": max(v), "avg": sum(v) / len(v), "last": v[-1]}
+        for k, v in _SEQUENCES.items()
+    }
+
+    def analysed(trials: list[Any]) -> dict[int, dict[str, float]]:
+        return {
+            t.config["k"]: {key: t.metric_analysis["m"][key] for key in expected[1]} for t in trials
+        }
+
+    loaded = tune.ExperimentAnalysis(grid.experiment_path)
+    assert analysed(loaded.trials) == expected
+    assert {t.config["k"]: t.metric_analysis["nested/v"]["max"] for t in loaded.trials} == {
+        k: -min(v) for k, v in _SEQUENCES.items()
+    }
+    restored = Tuner.restore(grid.experiment_path, trainable=_reports_sequence).get_results()
+    assert analysed(restored._experiment_analysis.trials) == expected
+    assert restored.get_best_result("m", "min", scope="all").config["k"] == 3
+    assert restored.get_best_result("m", "min", scope="avg").config["k"] == 2

@@ -100,6 +100,7 @@ def trial_from_state(
         last_result["config"] = trial.config
         trial.update_last_result(last_result)
         trial.results_count = state.get("results_count", trial.results_count)
+        trial.stats_partial = trial.results_count > 1  # the files hold the others
     manager = CheckpointManager(trial.local_path or "", num_to_keep, score_attribute, score_order)
     manager.load_json(state.get("checkpoints"))
     trial.checkpoint_manager = manager

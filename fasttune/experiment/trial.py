@@ -10,7 +10,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from fasttune.experiment.metric_stats import NO_STATS as _NO_STATS
 from fasttune.experiment.metric_stats import NOT_NUMBERS as _NOT_NUMBERS
 from fasttune.experiment.metric_stats import STATS_WINDOW as _STATS_WINDOW
 from fasttune.experiment.metric_stats import final_stats as _final_stats
-from fasttune.experiment.metric_stats import merge_stats
+from fasttune.experiment.metric_stats import merge_stats, stats_of
 from fasttune.experiment.metric_stats import reopened_stats as _reopened_stats
 
 MAX_DIRNAME_LENGTH = 130
@@ -125,6 +125,11 @@ class Trial:
         self.last_result: dict[str, Any] = {}
         # key -> running statistics (a list), or final figures once finished (a tuple)
         self._stats: dict[str, list[Any] | tuple[Any, ...]] = {}
+        # A trial rebuilt from its saved state knows its last result only: its
+        # statistics are partial until taken from all its results (its files), which
+        # a reader of the experiment arranges with ``load_stats_when_asked``.
+        self.stats_partial = False
+        self._stats_loader: Callable[[], Sequence[Mapping[str, Any]]] | None = None
         # ``last_result`` flattened with "/" (config left out), shared by the loggers.
         self.last_flat_result: dict[str, Any] = {}
         self.num_failures = 0
@@ -283,9 +288,21 @@ class Trial:
         self.results_count += count
         merge_stats(self._stats, stats)
 
+    def load_stats_when_asked(self, results: Callable[[], Sequence[Mapping[str, Any]]]) -> None:
+        """Take the statistics from ``results()`` (every result of the trial, oldest
+        first, flattened with ``/``) when :attr:`metric_analysis` is first read."""
+        self._stats_loader = results
+
     @property
     def metric_analysis(self) -> dict[str, dict[str, float]]:
         """Per-metric ``max``, ``min``, ``avg``, ``last``, ``last-5-avg``, ``last-10-avg``."""
+        loader = self._stats_loader
+        if loader is not None:
+            self._stats_loader = None
+            flats = loader()
+            if flats:
+                self._stats = dict(stats_of(flats))
+                self.stats_partial = False
         analysis = {}
         for key, entry in self._stats.items():
             if not isinstance(entry, tuple):

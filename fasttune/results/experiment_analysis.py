@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import tempfile
@@ -85,6 +86,9 @@ class ExperimentAnalysis:
         # statistics are recomputed from the result files.
         self._live_trials = trials is not None
         self.trials: list[Trial] = list(trials) if trials is not None else self._load_trials()
+        for trial in self.trials:
+            if trial.stats_partial:  # rebuilt from saved state: all its results are in files
+                trial.load_stats_when_asked(functools.partial(self._flat_results, trial))
 
     # ------------------------------------------------------------------ loading
     # Whether configs may be unpickled (exact values); readers for display (the command
@@ -138,6 +142,11 @@ class ExperimentAnalysis:
                 results, source = [dict(trial.last_result)], files.SOURCE_JSON
             history = self._histories[trial.trial_id] = (results, source)
         return history
+
+    def _flat_results(self, trial: Trial) -> list[dict[str, Any]]:
+        """Every result of ``trial`` from its files, flattened with ``/`` (no config)."""
+        results, _ = self._history(trial)
+        return [flatten_dict({k: v for k, v in r.items() if k != R.CONFIG}) for r in results]
 
     def _find_trial(self, trial: Trial | str) -> Trial:
         if isinstance(trial, Trial):
