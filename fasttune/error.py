@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
-__all__ = ["TrialError", "TuneError"]
+__all__ = [
+    "ExperimentNotFoundError",
+    "TrialError",
+    "TuneError",
+    "TuneTypeError",
+    "TuneValueError",
+]
 
 
 class TuneError(Exception):
     """General error raised by fasttune (as ``ray.tune.TuneError``)."""
+
+
+class TuneValueError(TuneError, ValueError):
+    """A bad value where Ray Tune raises ``TuneError`` (an unknown trainable name, a
+    metric no result has): ``except TuneError`` and ``except ValueError`` both catch it."""
+
+
+class TuneTypeError(TuneError, TypeError):
+    """Something that is not a trainable where Ray Tune raises ``TuneError``:
+    ``except TuneError`` and ``except TypeError`` both catch it."""
+
+
+class ExperimentNotFoundError(FileNotFoundError, ValueError):
+    """``Tuner.restore`` found no experiment at the path (``FileNotFoundError``, as
+    Ray Tune raises; also a ``ValueError``, as fasttune raised before)."""
 
 
 class TrialError(TuneError):

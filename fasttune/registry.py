@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fasttune.error import TuneValueError
+
 _trainables: dict[str, Any] = {}
 
 
@@ -39,7 +41,7 @@ def get_trainable_cls(name: str) -> Any:
         return _trainables[name]
     except KeyError:
         known = ", ".join(sorted(_trainables)) or "none"
-        raise ValueError(
+        raise TuneValueError(
             f"Unknown trainable {name!r}: register it first with "
             f"fasttune.register_trainable({name!r}, fn_or_class). Registered: {known}."
         ) from None

@@ -117,3 +117,29 @@ def test_metric_analysis_of_trials_read_back_covers_every_result(run_config: Any
     assert analysed(restored._experiment_analysis.trials) == expected
     assert restored.get_best_result("m", "min", scope="all").config["k"] == 3
     assert restored.get_best_result("m", "min", scope="avg").config["k"] == 2
+
+
+def test_mistakes_raise_what_ray_tune_raises_and_what_fasttune_raised(
+    run_config: Any, tmp_path: Any
+) -> None:
+    from fasttune.error import TuneError
+
+    for ray_type, old_type, call in [
+        (TuneError, ValueError, lambda: Tuner("no_such_trainable")),
+        (TuneError, TypeError, lambda: Tuner(5)),
+        (ValueError, TypeError, lambda: Tuner(_report_i, run_config=run_config(stop=5)).fit()),
+        (FileNotFoundError, ValueError, lambda: Tuner.restore(str(tmp_path / "none"), _report_i)),
+        (
+            TuneError,
+            ValueError,
+            lambda: Tuner(
+                _report_i,
+                param_space={"i": 1},
+                tune_config=TuneConfig(metric="never", mode="max"),
+                run_config=run_config(),
+            ).fit(),
+        ),
+    ]:
+        with pytest.raises(ray_type) as info:
+            call()
+        assert isinstance(info.value, old_type), info.value

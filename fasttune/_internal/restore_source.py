@@ -17,6 +17,7 @@ from typing import Any
 
 from fasttune._internal.experiment_folder import has_state_but_no_tuner, saved_from_folders
 from fasttune.config import RunConfig
+from fasttune.error import ExperimentNotFoundError
 from fasttune.tune_config import TuneConfig
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def read_saved_experiment(
         storage.is_remote and not _download_experiment(storage)
     ):
         if storage.is_remote or not has_state_but_no_tuner(storage.path):
-            raise ValueError(
+            raise ExperimentNotFoundError(
                 f"Tuner.restore(path={storage.uri!r}): no fasttune experiment there. Pass "
                 "the directory printed when the experiment started "
                 "(<storage_path>/<name>)."

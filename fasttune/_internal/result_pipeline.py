@@ -12,6 +12,7 @@ from fasttune import result as R
 from fasttune._internal.run_spec import RunSpec
 from fasttune._support.flatten import flatten_result
 from fasttune._support.noop_hooks import is_noop_hook
+from fasttune.error import TuneValueError
 from fasttune.experiment.trial import Trial
 
 CONTINUE, PAUSE, STOP, NOOP = "CONTINUE", "PAUSE", "STOP", "NOOP"
@@ -69,7 +70,7 @@ class ResultPipeline:
     def _validate_metrics(self, trial: Trial, flat: dict[str, Any]) -> None:
         for metric in self.required_metrics:
             if metric not in flat and not flat.get(R.DONE):
-                raise ValueError(
+                raise TuneValueError(
                     f"Trial {trial} returned a result without the metric {metric!r} that "
                     f"TuneConfig(metric=...) (or the searcher/scheduler) expects. Reported keys: "
                     f"{sorted(k for k in flat if not k.startswith('config/'))}. Report {metric!r} "

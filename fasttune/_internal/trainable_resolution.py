@@ -6,6 +6,7 @@ from typing import Any
 
 import cloudpickle
 
+from fasttune.error import TuneTypeError
 from fasttune.trainable.function_trainable import (
     FunctionTrainable,
     check_takes_config,
@@ -27,7 +28,7 @@ def resolve_trainable(trainable: Any) -> type[Trainable]:
     if isinstance(trainable, type):
         if issubclass(trainable, Trainable):
             return trainable
-        raise TypeError(
+        raise TuneTypeError(
             f"The trainable {trainable.__name__} is a class but not a fasttune.Trainable "
             "subclass: subclass fasttune.Trainable, or pass a training function."
         )
@@ -35,7 +36,7 @@ def resolve_trainable(trainable: Any) -> type[Trainable]:
         name = getattr(trainable, "__name__", None) or type(trainable).__name__
         check_takes_config(trainable, name)  # before any trial, not in each of them
         return wrap_function(trainable)
-    raise TypeError(
+    raise TuneTypeError(
         f"Unknown trainable type {type(trainable).__name__} ({trainable!r}): pass a "
         "function taking a config dict, a fasttune.Trainable subclass, or the name of a "
         "registered trainable."

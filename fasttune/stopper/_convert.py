@@ -10,6 +10,11 @@ from fasttune.stopper.function_stopper import FunctionStopper
 from fasttune.stopper.stopper import Stopper
 
 
+class StopCriteriaError(TypeError, ValueError):
+    """``RunConfig.stop`` is none of the accepted kinds: a ``ValueError`` as Ray Tune
+    raises it, and a ``TypeError`` as fasttune raised it before."""
+
+
 def make_stopper(stop: Any) -> tuple[Stopper | None, dict[str, Any]]:
     """Split ``RunConfig.stop`` into ``(stopper, stopping_criterion)``.
 
@@ -48,7 +53,7 @@ def make_stopper(stop: Any) -> tuple[Stopper | None, dict[str, Any]]:
         return stop, {}
     if FunctionStopper.is_valid_function(stop):
         return FunctionStopper(stop), {}
-    raise TypeError(
+    raise StopCriteriaError(
         "`RunConfig.stop` must be a dict {metric: threshold}, a Stopper, or a function "
         f"(trial_id, result) -> bool; got {type(stop).__name__}: {stop!r}."
     )

@@ -43,11 +43,6 @@ def test_non_dict_result_fails_the_trial_with_a_clear_message(run_config):
     assert "report(metrics=...) expects a dict" in str(grid.errors[0])
 
 
-def test_stop_key_never_reported(run_config):
-    with pytest.raises(KeyError, match="'acc'.*reported keys.*score"):
-        tune.Tuner(fine, run_config=run_config(stop={"acc": 0.9})).fit()
-
-
 def test_metric_never_reported(run_config):
     with pytest.raises(ValueError, match="without the metric 'accuracy'.*Reported keys.*score"):
         tune.Tuner(
