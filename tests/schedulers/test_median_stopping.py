@@ -250,12 +250,13 @@ class Constant(tune.Trainable):
 
 
 def test_tuner_run_yields_then_stops_the_worse_trial(tmp_path, two_cpus):
-    # One trial at a time, both created up front. A (1.0) at t=1: no other trial has
+    # One trial at a time (each takes both CPUs), both created up front (no
+    # max_concurrent_trials, which creates trials as slots free). A (1.0) at t=1: no other trial has
     # reached t=1 and B waits: A yields (PAUSE). B at t=1: median of A's mean = 1.0 >
     # 0.1: STOP. A resumes from its checkpoint; no sample at t >= 2 and nothing waits:
     # it runs to done at n=4.
     grid = tune.Tuner(
-        Constant,
+        tune.with_resources(Constant, {"cpu": 2}),
         param_space={"x": tune.grid_search([1.0, 0.1])},
         tune_config=tune.TuneConfig(
             metric="score",
@@ -263,7 +264,6 @@ def test_tuner_run_yields_then_stops_the_worse_trial(tmp_path, two_cpus):
             scheduler=MedianStoppingRule(
                 time_attr="training_iteration", grace_period=1, min_samples_required=1
             ),
-            max_concurrent_trials=1,
         ),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="exp", verbose=0),
     ).fit()
@@ -276,4 +276,8 @@ def test_tuner_run_yields_then_stops_the_worse_trial(tmp_path, two_cpus):
     # (n, lines in result.json, iterations run): nothing ran past a decision.
     assert ns == {1.0: (4, 4, 4), 0.1: (1, 1, 1)}
     a = next(r for r in grid if r.config["x"] == 1.0)
-    assert os.path.isdir(os.path.join(a.path, "checkpoint_000001"))  # saved by the pause
+    # saved by the pause (the first), then at the end
+    assert sorted(n for n in os.listdir(a.path) if n.startswith("checkpoint_")) == [
+        "checkpoint_000000",
+        "checkpoint_000001",
+    ]
