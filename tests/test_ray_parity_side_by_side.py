@@ -3,6 +3,7 @@ fasttune side by side (2026-11-25): what a user of each observes must match."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -143,3 +144,32 @@ def test_mistakes_raise_what_ray_tune_raises_and_what_fasttune_raised(
         with pytest.raises(ray_type) as info:
             call()
         assert isinstance(info.value, old_type), info.value
+
+
+def test_the_context_answers_none_for_ray_trains_ranks(run_config: Any) -> None:
+    def ranks(config: dict[str, Any]) -> None:
+        ctx = tune.get_context()
+        tune.report(
+            {
+                "ranks": [
+                    ctx.get_world_size(),
+                    ctx.get_world_rank(),
+                    ctx.get_local_rank(),
+                    ctx.get_local_world_size(),
+                    ctx.get_node_rank(),
+                ]
+            }
+        )
+
+    grid = Tuner(ranks, run_config=run_config()).fit()
+    assert grid[0].metrics["ranks"] == [None] * 5
+
+
+class _NamesItsFolder(tune.Trainable):
+    def step(self) -> dict[str, Any]:
+        return {"folder": os.path.basename(self.logdir), "done": True}
+
+
+def test_a_trainables_logdir_has_no_trailing_separator(run_config: Any) -> None:
+    result = Tuner(_NamesItsFolder, run_config=run_config()).fit()[0]
+    assert result.metrics["folder"] == os.path.basename(result.path)

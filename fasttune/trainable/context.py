@@ -10,7 +10,7 @@ from fasttune.trainable.session import TrialSession, current_session
 class TuneContext:
     """Facts about the trial the calling code runs in.
 
-    Outside a trial every getter returns None (world size 1, ranks 0).
+    Outside a trial every getter returns None.
     """
 
     def __init__(self, session: TrialSession | None = None):
@@ -43,20 +43,30 @@ class TuneContext:
         session = self._session or current_session()
         return None if session is None else session.trial_dir
 
-    def get_world_size(self) -> int:
-        return 1
+    # Ray Train's distributed-training facts: Ray Tune's context answers None (and
+    # says they are Train's), so code such as ``if ctx.get_world_rank() == 0`` takes
+    # the same branch here as there.
+    def get_world_size(self) -> None:
+        return _train_only("get_world_size")
 
-    def get_world_rank(self) -> int:
-        return 0
+    def get_world_rank(self) -> None:
+        return _train_only("get_world_rank")
 
-    def get_local_rank(self) -> int:
-        return 0
+    def get_local_rank(self) -> None:
+        return _train_only("get_local_rank")
 
-    def get_local_world_size(self) -> int:
-        return 1
+    def get_local_world_size(self) -> None:
+        return _train_only("get_local_world_size")
 
-    def get_node_rank(self) -> int:
-        return 0
+    def get_node_rank(self) -> None:
+        return _train_only("get_node_rank")
+
+    def get_metadata(self) -> dict[str, Any]:
+        """Not usable in Ray Tune either: raises, as Ray Tune's does."""
+        raise DeprecationWarning(
+            "`get_metadata` is deprecated for Ray Tune (it has never been usable), and "
+            "fasttune does not have it either."
+        )
 
     def __repr__(self) -> str:
         return f"TuneContext(trial_id={self.get_trial_id()!r}, trial_dir={self.get_trial_dir()!r})"
@@ -70,3 +80,13 @@ def get_context() -> TuneContext:
         ...     trial_dir = get_context().get_trial_dir()
     """
     return TuneContext(current_session())
+
+
+def _train_only(name: str) -> None:
+    import warnings
+
+    warnings.warn(
+        f"TuneContext.{name}() is Ray Train's: it returns None in a Tune trial, as in Ray Tune.",
+        DeprecationWarning,
+        stacklevel=3,
+    )

@@ -381,8 +381,9 @@ class Trainable(LegacyTrainableAPI):
     # ------------------------------------------------------------------ properties
     @property
     def logdir(self) -> str:
-        """Directory of the results and checkpoints of this trainable."""
-        return os.path.join(self._logdir, "")
+        """Directory of the results and checkpoints of this trainable (no trailing
+        separator, as Ray Tune's: ``os.path.basename`` gives the trial folder's name)."""
+        return self._logdir.rstrip(os.sep) or self._logdir
 
     @property
     def trial_name(self) -> str:
