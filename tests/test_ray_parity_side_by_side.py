@@ -173,3 +173,30 @@ class _NamesItsFolder(tune.Trainable):
 def test_a_trainables_logdir_has_no_trailing_separator(run_config: Any) -> None:
     result = Tuner(_NamesItsFolder, run_config=run_config()).fit()[0]
     assert result.metrics["folder"] == os.path.basename(result.path)
+
+
+class _SetupArguments(Callback):
+    def setup(self, **info: Any) -> None:
+        self.info = info
+
+
+@pytest.mark.parametrize(
+    ("stop", "expected"),
+    [({"training_iteration": 2}, {"training_iteration": 2}), (lambda i, r: False, {})],
+)
+def test_callbacks_are_set_up_with_rays_arguments(
+    run_config: Any, stop: Any, expected: Any
+) -> None:
+    seen = _SetupArguments()
+    Tuner(
+        _report_i,
+        param_space={"i": tune.grid_search([1, 2])},
+        tune_config=TuneConfig(time_budget_s=60),
+        run_config=run_config(stop=stop, callbacks=[seen]),
+    ).fit()
+    assert seen.info == {
+        "stop": expected,
+        "num_samples": 1,
+        "time_budget_s": 60,
+        "total_num_samples": 2,
+    }

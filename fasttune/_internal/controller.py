@@ -117,9 +117,12 @@ class TuneController:
         """Run until every trial has finished, the experiment is stopped or interrupted."""
         with self._sigint:
             try:
+                # What Ray Tune's callbacks get: the stop dict ({} for a Stopper or
+                # a function), num_samples, time_budget_s, total_num_samples.
                 self.spec.callbacks.setup(
-                    stop=None,
+                    stop=dict(self.spec.trial_factory.stopping_criterion),
                     num_samples=self.spec.num_samples,
+                    time_budget_s=self.spec.time_budget_s,
                     total_num_samples=getattr(self.spec.search_alg, "total_samples", None),
                 )
                 self.snapshot()

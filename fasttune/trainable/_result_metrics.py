@@ -47,8 +47,6 @@ def fill_defaults(
     if episodes_total is not None:
         result.setdefault(R.EPISODES_TOTAL, episodes_total)
     result.setdefault(R.TRAINING_ITERATION, iteration)
-    if R.MEAN_LOSS in result and R.NEG_MEAN_LOSS not in result:
-        result[R.NEG_MEAN_LOSS] = -result[R.MEAN_LOSS]
 
 
 def auto_filled_metrics(
