@@ -86,6 +86,21 @@ class CheckpointManager:
             return -math.inf
         return float(value) if self.score_order == "max" else -float(value)
 
+    def latest_up_to(self, attribute: str, value: float) -> Checkpoint | None:
+        """The newest kept checkpoint registered with ``attribute`` (a flattened result
+        key) at most ``value``, or None."""
+        found: TrackedCheckpoint | None = None
+        for tracked in self._checkpoints:
+            at = flatten_dict(tracked.metrics).get(attribute)
+            if (
+                isinstance(at, (int, float))
+                and not isinstance(at, bool)
+                and at <= value
+                and (found is None or tracked.order > found.order)
+            ):
+                found = tracked
+        return None if found is None else self._checkpoint(found)
+
     def metrics_of(self, dir_name: str) -> dict[str, Any] | None:
         """The metrics checkpoint ``dir_name`` was registered with, or None if unknown."""
         for tracked in self._checkpoints:

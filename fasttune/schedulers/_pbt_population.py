@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -29,6 +30,9 @@ class TrialState:
     last_score: float | None = None
     last_perturbation_time: float = 0.0
     last_train_time: float = 0.0
+    # ``time_attr`` at its last perturbation if it was in the upper quantile then (it
+    # was checkpointed there, and others clone that checkpoint), else None.
+    clone_time: float | None = None
 
 
 def check_arguments(
@@ -184,10 +188,15 @@ def quantiles(
     return [t for _, _, t in lower], [t for _, _, t in reversed(upper)]
 
 
-def checkpoint_iteration(trial: Trial) -> int:
-    """The training iteration of ``trial``'s latest checkpoint (else of its last result)."""
-    latest = getattr(trial.checkpoint_manager, "latest", None)
-    metrics = getattr(latest, "metrics", None) or {}
+def checkpoint_iteration(trial: Trial, checkpoint: Any = None) -> int:
+    """The training iteration of ``trial``'s ``checkpoint`` (by default its latest one;
+    else of its last result)."""
+    manager = trial.checkpoint_manager
+    if checkpoint is not None and manager is not None:
+        name = os.path.basename(str(checkpoint.path).rstrip("/"))
+        metrics = manager.metrics_of(name) or {}
+    else:
+        metrics = getattr(getattr(manager, "latest", None), "metrics", None) or {}
     if R.TRAINING_ITERATION in metrics:
         return metrics[R.TRAINING_ITERATION]
     return trial.last_result.get(R.TRAINING_ITERATION, 0)

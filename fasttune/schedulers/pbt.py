@@ -347,16 +347,38 @@ class PopulationBasedTraining(FIFOScheduler):
         rank = standing(trial, trials, self._trial_state)  # O(n), no sort
         # Others are waiting for resources: let them have a turn (time-sharing).
         decision = PAUSE if rank.any_waiting else CONTINUE
+        state.clone_time = None
         if rank.in_upper(self._quantile_fraction):
             self._num_checkpoints += 1
+            state.clone_time = time
             if decision == CONTINUE and not checkpoint_comes(view, trial, result):
                 decision = PAUSE  # pausing saves a checkpoint others can clone
         if rank.in_lower(self._quantile_fraction):
             size = rank.quantile_size(self._quantile_fraction)
             donor = self._rng.choice(top_trials(trials, self._trial_state, size))
-            if self._exploit(view, trial, donor):
+            checkpoint = self._perturbation_checkpoint(donor)
+            if checkpoint is not None and self._exploit(view, trial, donor, checkpoint):
                 return CONTINUE  # the exploit request restarts it from the donor's checkpoint
         return decision
+
+    def _perturbation_checkpoint(self, donor: Trial) -> Any:
+        """The checkpoint ``donor`` made at its last perturbation, where it was in the
+        upper quantile (as Ray Tune clones it): not a newer one, which may be the end
+        of its training; None if it was not in the upper quantile then."""
+        clone_time = self._state(donor).clone_time
+        manager = donor.checkpoint_manager
+        checkpoint = (
+            None
+            if clone_time is None or manager is None
+            else manager.latest_up_to(self._time_attr, clone_time)
+        )
+        if checkpoint is None:
+            logger.info(
+                "[pbt]: trial %s has no checkpoint from its last perturbation in the upper "
+                "quantile; no trial exploits it now.",
+                donor,
+            )
+        return checkpoint
 
     def _synch_step(self, view: ControllerView, trial: Trial, time: float) -> str:
         if self._others_behind(view.get_trials(), trial):
@@ -401,7 +423,7 @@ class PopulationBasedTraining(FIFOScheduler):
                 # Its pause (and save) is still under way: exploit once it is PAUSED.
                 self._deferred[trial.trial_id] = donor.trial_id
                 self._waiting_on.setdefault(donor.trial_id, []).append(trial)
-            elif self._exploit(view, trial, donor) and trial is current:
+            elif self._exploit(view, trial, donor, donor.checkpoint) and trial is current:
                 exploited = True
         self._next_perturbation_sync = max(
             self._next_perturbation_sync + self._perturbation_interval,
@@ -463,12 +485,12 @@ class PopulationBasedTraining(FIFOScheduler):
         for target in self._waiting_on.pop(key, []):  # type: ignore[arg-type]
             del self._deferred[target.trial_id]
             if donor is not None and not target.is_finished():
-                self._exploit(view, target, donor)
+                self._exploit(view, target, donor, donor.checkpoint)
 
     # ------------------------------------------------------------------ exploit
-    def _exploit(self, view: ControllerView, trial: Trial, donor: Trial) -> bool:
-        """Ask for ``trial`` to restart from ``donor``'s checkpoint with an explored config."""
-        checkpoint = donor.checkpoint
+    def _exploit(self, view: ControllerView, trial: Trial, donor: Trial, checkpoint: Any) -> bool:
+        """Ask for ``trial`` to restart from ``checkpoint`` (``donor``'s) with an explored
+        config (in synchronous mode the donor's latest: it paused at the sync point)."""
         if checkpoint is None:
             logger.info("[pbt]: trial %s has no checkpoint; %s does not exploit it.", donor, trial)
             return False
@@ -489,7 +511,7 @@ class PopulationBasedTraining(FIFOScheduler):
             )  # fmt: skip
         if self._log_config and not getattr(view, "replaying", False):
             # (a decision replayed after a restore was logged when it was first made)
-            self._log_config_on_step(state, donor_state, trial, donor, new_config)
+            self._log_config_on_step(state, donor_state, trial, donor, new_config, checkpoint)
         new_tag = make_experiment_tag(state.orig_tag, new_config, self._hyperparam_mutations)
         view.exploit_trial(trial, checkpoint, new_config, new_tag)
         self._num_perturbations += 1
@@ -515,10 +537,11 @@ class PopulationBasedTraining(FIFOScheduler):
         trial: Trial,
         donor: Trial,
         new_config: dict[str, Any],
+        checkpoint: Any,
     ) -> None:
-        # [target tag, donor tag, target iteration, donor's checkpoint iteration, configs]
+        # [target tag, donor tag, target iteration, cloned checkpoint's iteration, configs]
         row = [state.orig_tag, donor_state.orig_tag, trial.last_result.get(R.TRAINING_ITERATION, 0)]
-        row += [checkpoint_iteration(donor), donor.config, new_config]
+        row += [checkpoint_iteration(donor, checkpoint), donor.config, new_config]
         log_exploit(trial.experiment_path, trial.trial_id, donor.trial_id, row)
 
 

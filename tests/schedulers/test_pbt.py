@@ -167,13 +167,15 @@ def test_min_mode_ranks_low_scores_on_top():
 def test_the_worst_trial_exploits_the_best_with_an_explored_config():
     pbt = make_pbt(log_config=False)
     trials, view = population(pbt, 4, view_kwargs={"with_save": True})
-    add_checkpoint(trials[3], "ck3_latest", 6)
+    add_checkpoint(trials[3], "ck3_at_2", 2)
     report_all(pbt, view, trials[1:], 2, [1, 2, 3])
+    add_checkpoint(trials[3], "ck3_latest", 6)  # made after its perturbation
     view.requests.clear()
     assert pbt.on_trial_result(view, trials[0], result(2, -5.0)) == "CONTINUE"
     [(target, options)] = view.of("exploit")
     assert target is trials[0]
-    assert options["checkpoint"].path == "/ckpt/t3/ck3_latest"  # the donor's latest
+    # the checkpoint of the donor's perturbation, as Ray Tune clones: not its latest
+    assert options["checkpoint"].path == "/ckpt/t3/ck3_at_2"
     assert options["config"]["lr"] in (0.4, 0.8)  # a neighbour of the donor's 0.8
     assert options["tag"] == make_experiment_tag("t0", options["config"], {"lr": None})
     assert options["tag"].startswith("t0@perturbed[lr=")
@@ -454,8 +456,9 @@ def test_exploit_writes_the_policy_log(tmp_path):
     pbt = make_pbt()
     trials, view = population(pbt, 2, experiment_path=str(tmp_path))
     add_checkpoint(trials[1], "ck", 2)
-    pbt.on_trial_result(view, trials[1], result(2, 9))
     pbt.on_trial_result(view, trials[0], result(2, 0))
+    pbt.on_trial_result(view, trials[1], result(2, 9))  # the upper quantile: cloneable
+    pbt.on_trial_result(view, trials[0], result(4, 0))
     [(_, options)] = view.of("exploit")
     [row] = [json.loads(line) for line in open(tmp_path / "pbt_policy_t0.txt")]
     assert row == ["t0", "t1", 0, 2, {"lr": 0.2}, options["config"]]
@@ -810,3 +813,44 @@ def test_an_exploit_decided_just_before_a_crash_is_carried_out_after_it(tmp_path
     # The decision replayed after the restore was logged once, when it was made.
     logged = open(os.path.join(experiment, "pbt_global.txt")).read().splitlines()
     assert logged[0] == decisions[0] and logged.count(decisions[0]) == 1
+
+
+def _checkpoints_every_second_step(config):
+    step, acc = 0, 0.0
+    checkpoint = tune.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as d, open(os.path.join(d, "state.json")) as f:
+            step, acc = json.load(f)
+    while step < 13:
+        step += 1
+        acc += config["lr"] * (1 if config["lr"] < 0.5 else -1)
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump([step, acc], f)
+            saved = tune.Checkpoint.from_directory(d) if step % 2 == 0 else None
+            tune.report({"acc": acc, "step": step}, checkpoint=saved)
+
+
+def test_exploits_clone_the_checkpoint_of_the_donors_perturbation(run_config, two_cpus):
+    # Donors checkpoint every 2 steps and are perturbed every 4: as in Ray Tune, an
+    # exploit clones the checkpoint the donor made at its last perturbation (at a
+    # multiple of 4), never a later one, which could be the end of its training.
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=4,
+        hyperparam_mutations={"lr": tune.uniform(0.0001, 1.0)},
+        quantile_fraction=0.5,
+        log_config=True,
+    )
+    grid = tune.Tuner(
+        tune.with_resources(_checkpoints_every_second_step, {"cpu": 0.5}),
+        param_space={"lr": tune.grid_search([0.9, 0.1, 0.6, 0.3])},
+        tune_config=tune.TuneConfig(scheduler=pbt, metric="acc", mode="max", seed=0),
+        run_config=run_config(),
+    ).fit()
+    assert not grid.errors
+    rows = [json.loads(line) for line in open(os.path.join(grid.experiment_path, "pbt_global.txt"))]
+    assert rows, "no exploit happened"
+    assert all(row[3] % 4 == 0 for row in rows), rows
+    for trial_result in grid:  # every trial, exploited or not, trained to its end
+        assert trial_result.metrics["step"] == 13
