@@ -200,3 +200,40 @@ def test_callbacks_are_set_up_with_rays_arguments(
         "time_budget_s": 60,
         "total_num_samples": 2,
     }
+
+
+def _loss(config: dict[str, Any]) -> None:
+    tune.report({"loss": (config["x"] - 0.3) ** 2})
+
+
+@pytest.mark.parametrize("library", ["hyperopt", "optuna"])
+@pytest.mark.parametrize("limit", [None, 2])
+def test_a_searcher_restores_from_the_experiment_directory(
+    run_config: Any, library: str, limit: int | None
+) -> None:
+    # As Ray Tune's docs show: fit with a searcher, then a new searcher of the same
+    # class takes the state a run left in its directory (with max_concurrent_trials
+    # the run's searcher is wrapped in a ConcurrencyLimiter; the file is the user's).
+    if library == "hyperopt":
+        from fasttune.search.hyperopt import HyperOptSearch as cls
+
+        kwargs: dict[str, Any] = {"random_state_seed": 1}
+    else:
+        from fasttune.search.optuna import OptunaSearch as cls  # type: ignore[assignment]
+
+        kwargs = {"seed": 1}
+    grid = Tuner(
+        _loss,
+        param_space={"x": tune.uniform(0, 1)},
+        tune_config=TuneConfig(
+            search_alg=cls(metric="loss", mode="min", **kwargs),
+            num_samples=3,
+            max_concurrent_trials=limit,
+        ),
+        run_config=run_config(),
+    ).fit()
+    assert len(grid) == 3
+    restored = cls(**kwargs)
+    restored.restore_from_dir(grid.experiment_path)
+    assert (restored.metric, restored.mode) == ("loss", "min")
+    assert isinstance(restored.suggest("next"), dict)

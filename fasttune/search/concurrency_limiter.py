@@ -32,6 +32,7 @@ from typing import Any
 from fasttune._support.noop_hooks import forwarding_hook
 from fasttune.search.search_algorithm import check_state_kind
 from fasttune.search.search_generator import (
+    _restore_own_or_wrapped,
     _restore_searcher,
     _saved_searcher,
     _set_searcher_properties,
@@ -222,6 +223,11 @@ class ConcurrencyLimiter(Searcher):
             "cached_results": copy.deepcopy(self.cached_results),
             "searcher": _saved_searcher(self.searcher),
         }
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Load a state written by :meth:`save`, or one of the wrapped searcher alone
+        (as Ray Tune's wrappers save, and as a run's ``searcher-state-*.pkl`` holds)."""
+        _restore_own_or_wrapped(self, checkpoint_path, _STATE_KIND)
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` (the wrapped searcher included).

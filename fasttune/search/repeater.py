@@ -43,6 +43,7 @@ from typing import Any
 from fasttune._support.numeric import is_int, is_real
 from fasttune.search.search_algorithm import check_state_kind
 from fasttune.search.search_generator import (
+    _restore_own_or_wrapped,
     _restore_searcher,
     _saved_searcher,
     _set_searcher_properties,
@@ -204,6 +205,11 @@ class Repeater(Searcher):
             "groups": [asdict(group) for group in self._groups],
             "searcher": _saved_searcher(self.searcher),
         }
+
+    def restore(self, checkpoint_path: str) -> None:
+        """Load a state written by :meth:`save`, or one of the wrapped searcher alone
+        (as Ray Tune's wrappers save, and as a run's ``searcher-state-*.pkl`` holds)."""
+        _restore_own_or_wrapped(self, checkpoint_path, _STATE_KIND)
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_state` (the wrapped searcher included).

@@ -37,6 +37,7 @@ from fasttune.search.basic_variant import BasicVariantGenerator
 from fasttune.search.search_algorithm import SearchAlgorithm, Suggestion, check_state_kind
 from fasttune.search.searcher import Searcher
 from fasttune.search.variant_generator import format_vars
+from fasttune.storage.plugin_state import read_pickle
 
 logger = logging.getLogger(__name__)
 
@@ -319,6 +320,20 @@ def _saved_searcher(searcher: Searcher) -> bytes:
             raise NotImplementedError(f"{type(searcher).__name__}.save() wrote no file.")
         with open(path, "rb") as f:
             return f.read()
+
+
+def _restore_own_or_wrapped(wrapper: Any, checkpoint_path: str, kind: str) -> None:
+    """Restore a wrapper (ConcurrencyLimiter, Repeater) from a file of its own state, or
+    its wrapped searcher from a file of that searcher's: what a Ray Tune wrapper saves,
+    and what a run writes to ``searcher-state-*.pkl`` in its experiment directory."""
+    try:
+        state = read_pickle(checkpoint_path)
+    except Exception:  # the wrapped searcher's own format, not a pickle
+        state = None
+    if isinstance(state, dict) and state.get("kind") == kind:
+        wrapper.set_state(state)
+    else:
+        wrapper.searcher.restore(checkpoint_path)
 
 
 def _restore_searcher(searcher: Searcher, blob: bytes) -> None:
