@@ -72,6 +72,7 @@ def test_callback_writes_one_offline_run_per_trial(tmp_path: Any) -> None:
             [result.config["lr"] / (i + 1) for i in range(3)], rel=1e-6
         )
         assert [json.loads(r["training_iteration"]) for r in rows] == [1, 2, 3]
+        assert [json.loads(r["_step"]) for r in rows] == [1, 2, 3]  # as Ray logs it
         assert all("time_this_iter_s" not in r and "tag" not in r for r in rows)
         assert all("trial_id" not in r and "config/lr" not in r for r in rows)
         assert run["exit_code"] == 0

@@ -175,7 +175,8 @@ class WandbLoggerCallback(LoggerCallback):
             for k, v in flat.items()
             if _loggable(v) and k not in excludes and k.split("/", 1)[0] not in excludes
         }
-        self._calls.submit(self._log, trial.trial_id, metrics, config)
+        step = flat.get(R.TRAINING_ITERATION)
+        self._calls.submit(self._log, trial.trial_id, metrics, config, step)
 
     def on_checkpoint(
         self, iteration: int, trials: list[Trial], trial: Trial, checkpoint: Any, **info: Any
@@ -203,11 +204,15 @@ class WandbLoggerCallback(LoggerCallback):
             os.makedirs(init["dir"], exist_ok=True)
         self._runs[trial_id] = _wandb().init(**init)
 
-    def _log(self, trial_id: str, metrics: dict[str, Any], config: dict[str, Any] | None) -> None:
+    def _log(
+        self, trial_id: str, metrics: dict[str, Any], config: dict[str, Any] | None, step: Any
+    ) -> None:
         run = self._runs[trial_id]
         if config is not None:
             run.config.update(config, allow_val_change=True)
-        run.log(metrics)
+        # W&B's step is the training iteration, as Ray Tune logs it (W&B then drops a
+        # step that goes back, after a PBT exploit or a restore, as there).
+        run.log(metrics, step=step if isinstance(step, int) else None)
 
     def _upload(self, trial_id: str, path: str) -> None:
         if not os.path.isdir(path):
