@@ -71,6 +71,8 @@ def test_one_run_per_trial_with_params_metrics_and_tags(tracking_uri: str, tmp_p
         )
         assert client.get_metric_history(run.info.run_id, "nested/acc")[-1].value == 0.2
         assert "s" not in run.data.metrics  # not a number
+        assert run.data.metrics["config/lr"] == result.config["lr"]  # as Ray logs it
+        assert "config/opt/name" not in run.data.metrics
         artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
         assert "params.json" in artifacts
 

@@ -167,7 +167,7 @@ class MLflowLoggerCallback(LoggerCallback):
             self.log_trial_start(trial)
         step = int(result.get(R.TIMESTEPS_TOTAL) or result.get(R.TRAINING_ITERATION) or iteration)
         timestamp = int(time.time() * 1000)
-        flat = flatten_result(result, (R.CONFIG,))
+        flat = flatten_result(result)  # numeric config/* values too, as Ray Tune logs them
         self._pending.setdefault(trial.trial_id, []).extend(
             Metric(k, v, timestamp, step) for k, v in _numbers(flat).items()
         )
