@@ -258,13 +258,12 @@ def _fast_forward_search(controller: Any) -> None:
     """
     search_alg = controller.spec.search_alg
     skipped = 0
-    for trial in controller.trials:
-        if search_alg.is_finished():
-            break
-        if search_alg.next_suggestion(trial.trial_id) is not None:
+    for trial in controller.trials:  # in creation order
+        if not search_alg.is_finished() and search_alg.next_suggestion(trial.trial_id):
             skipped += 1
-    for trial in controller.trials:
         if trial.is_finished():
+            # At once: under a concurrency limit (max_concurrent_trials) the next sample
+            # is drawn only once a live trial has ended, as it was in the lost run.
             search_alg.on_trial_complete(
                 trial.trial_id, trial.last_result, error=trial.status is TrialStatus.ERROR
             )

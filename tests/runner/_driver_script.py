@@ -23,11 +23,16 @@ def slow_counter(config):
         tune.report({"i": i, "x": config["x"]}, checkpoint=tune.Checkpoint.from_directory(d))
 
 
-def make_tuner(storage: str) -> tune.Tuner:
+def make_tuner(storage: str, ahead: bool = False) -> tune.Tuner:
+    """Two trials at a time: by ``max_concurrent_trials``, which creates each trial as a
+    slot frees, or (``ahead``) by the two CPUs, which lets the generator create the
+    next trials ahead of time (PENDING, never started, when the driver is killed)."""
     return tune.Tuner(
         slow_counter,
         param_space={"x": tune.uniform(0, 1), "n": 8, "sleep": 0.05},
-        tune_config=tune.TuneConfig(num_samples=10, max_concurrent_trials=2, seed=3),
+        tune_config=tune.TuneConfig(
+            num_samples=10, max_concurrent_trials=None if ahead else 2, seed=3
+        ),
         run_config=tune.RunConfig(storage_path=storage, name="killed", verbose=0),
     )
 
@@ -35,5 +40,5 @@ def make_tuner(storage: str) -> tune.Tuner:
 if __name__ == "__main__":
     tune.init(num_cpus=2)
     print("started", flush=True)
-    make_tuner(sys.argv[1]).fit()
+    make_tuner(sys.argv[1], ahead=sys.argv[2:] == ["ahead"]).fit()
     print("finished", flush=True)

@@ -23,16 +23,19 @@ from tests.runner.test_resume import _start_driver, _wait_for_results
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def crashed(tmp_path_factory):
-    storage = str(tmp_path_factory.mktemp("crashed") / "store")
-    proc = _start_driver(storage)
+def _crash(storage: str, *args: str) -> str:
+    proc = _start_driver(storage, *args)
     _wait_for_results(storage, 25)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     path = os.path.join(storage, "killed")
     _wait_until_quiet(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory):
+    return _crash(str(tmp_path_factory.mktemp("crashed") / "store"))
 
 
 def _wait_until_quiet(path: str, timeout: float = 20) -> None:
@@ -239,7 +242,9 @@ def test_deleted_base_records_are_rebuilt(copy):
     _all_finished(_restore(copy))
 
 
-def test_a_lost_config_ends_its_never_started_trials_in_error_not_with_empty_configs(copy):
+def test_a_lost_config_ends_its_never_started_trials_in_error_not_with_empty_configs(tmp_path):
+    # A run whose trials are created ahead of time: some were never started.
+    copy = _crash(str(tmp_path / "store"), "ahead")
     path = os.path.join(copy, "trial_configs.pkl")
     data = open(path, "rb").read()
     open(path, "wb").write(data[: len(data) // 3])
@@ -319,11 +324,19 @@ def _restore_with_space(path):
         tune.shutdown()
 
 
+def _found_trials_finished(grid, path):
+    """Without tuner.pkl the run's num_samples is lost: the trials found (every one
+    that was created, and started, under max_concurrent_trials) run to their end."""
+    found = [n for n in os.listdir(path) if os.path.isdir(os.path.join(path, n))]
+    assert found and len(grid) == len(found) and grid.num_errors == 0
+    assert [r.metrics["training_iteration"] for r in grid] == [8] * len(found)
+
+
 def test_a_lost_tuner_file_and_the_param_space_given_again_finish_the_run(copy, caplog):
     os.remove(os.path.join(copy, "tuner.pkl"))
     assert not tune.Tuner.can_restore(copy)
     with caplog.at_level(logging.WARNING):
-        _all_finished(_restore_with_space(copy))
+        _found_trials_finished(_restore_with_space(copy), copy)
     assert "has no tuner.pkl" in caplog.text and "defaults" in caplog.text
     assert tune.Tuner.can_restore(copy)  # the restored run wrote a tuner.pkl again
 
@@ -331,7 +344,7 @@ def test_a_lost_tuner_file_and_the_param_space_given_again_finish_the_run(copy, 
 def test_a_damaged_tuner_file_and_the_param_space_given_again_finish_the_run(copy, caplog):
     _flip_a_byte(os.path.join(copy, "tuner.pkl"))
     with caplog.at_level(logging.WARNING):
-        _all_finished(_restore_with_space(copy))
+        _found_trials_finished(_restore_with_space(copy), copy)
     assert "tuner.pkl is damaged" in caplog.text and "trial folders" in caplog.text
 
 

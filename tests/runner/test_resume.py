@@ -18,10 +18,10 @@ HERE = os.path.dirname(__file__)
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def _start_driver(storage: str) -> subprocess.Popen:
+def _start_driver(storage: str, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.runner._driver_script", storage],
+        [sys.executable, "-m", "tests.runner._driver_script", storage, *args],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout.readline().strip() == "started"
