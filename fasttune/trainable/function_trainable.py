@@ -206,11 +206,9 @@ class FunctionTrainable(Trainable):
         # Only reached before any checkpoint was reported: there is no user state.
         return None
 
-    def _save_into(self, directory: str, index: int | None = None) -> None:
+    def _save_into(self, directory: str) -> None:
         state = self.get_state()
         state.update(payload_kind=ckpt_io.PAYLOAD_NONE, payload_path="")
-        if index is not None:
-            state["checkpoint_index"] = index
         ckpt_io.write_state(directory, state)
 
     def restore(

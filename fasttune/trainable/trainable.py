@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 import logging
 import os
 import time
@@ -72,9 +71,6 @@ class Trainable(LegacyTrainableAPI):
         self._trial_info = trial_info
         self._storage = storage
         self._experiment_id = (trial_info and trial_info.experiment_id) or uuid.uuid4().hex
-        # The number of the next checkpoint directory save() makes (a restored trial's
-        # continues after those its directory holds).
-        self._checkpoint_index = trial_info.checkpoint_index if trial_info is not None else 0
 
         self._reset_counters()
         self._warmup_time: float | None = None
@@ -244,28 +240,19 @@ class Trainable(LegacyTrainableAPI):
         """Save the trainable's state and return the checkpoint directory.
 
         Args:
-            checkpoint_dir: Where to save; by default ``<logdir>/checkpoint_<index>``,
-                numbered by checkpoint (000000, 000001, ...) as Ray Tune numbers them.
+            checkpoint_dir: Where to save; by default ``<logdir>/checkpoint_<iteration>``.
             prevent_upload: Accepted for compatibility.
 
         Returns:
             The checkpoint directory, which :meth:`restore` accepts.
         """
-        if checkpoint_dir is not None:
-            return staging.save_dir(self._save_into, checkpoint_dir, self.logdir, 0)
-        index = self._checkpoint_index
-        self._checkpoint_index += 1
-        return staging.save_dir(
-            functools.partial(self._save_into, index=index), None, self.logdir, index
-        )
+        return staging.save_dir(self._save_into, checkpoint_dir, self.logdir, self._iteration)
 
-    def _save_into(self, directory: str, index: int | None = None) -> None:
+    def _save_into(self, directory: str) -> None:
         returned = self.save_checkpoint(directory)
         kind, relative = ckpt_io.store_payload(directory, returned)
         state = self.get_state()
         state.update(payload_kind=kind, payload_path=relative)
-        if index is not None:
-            state["checkpoint_index"] = index
         ckpt_io.write_state(directory, state)
 
     def has_checkpoint_state(self) -> bool:
@@ -300,8 +287,6 @@ class Trainable(LegacyTrainableAPI):
         root = ckpt_io.find_checkpoint_root(path)
         state = ckpt_io.read_state(root)
         if state is not None:
-            if "checkpoint_index" in state:  # later ones never reuse its number
-                self._checkpoint_index = max(self._checkpoint_index, state["checkpoint_index"] + 1)
             self._iteration = state["iteration"]
             self._timesteps_total = state["timesteps_total"]
             self._time_total = state["time_total"]
@@ -334,7 +319,6 @@ class Trainable(LegacyTrainableAPI):
         trial_info, stdout_file, stderr_file = pop_runner_keys(new_config)
         self.config = new_config
         self._storage = storage
-        self._checkpoint_index = trial_info.checkpoint_index if trial_info is not None else 0
         if trial_info is not None:
             self._trial_info = trial_info
             if trial_info.experiment_id:

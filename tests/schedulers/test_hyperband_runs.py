@@ -19,7 +19,6 @@ import pytest
 import fasttune as tune
 from fasttune.schedulers.hb_bohb import HyperBandForBOHB
 from fasttune.schedulers.hyperband import HyperBandScheduler
-from fasttune.trainable.checkpoint_io import read_state
 
 FINAL = {0: 9, 1: 9, 2: 9, 3: 3, 4: 3, 5: 3, 6: 9, 7: 9}
 
@@ -118,9 +117,8 @@ def test_promoted_trials_resume_from_their_checkpoints(trainable, run_config):
     assert resumed
     if trainable is Counter:
         by_x = {r.config["x"]: r for r in grid}
-        for x in resumed:  # its first checkpoint: the pause's, at iteration 3
-            first = os.path.join(by_x[x].path, "checkpoint_000000")
-            assert read_state(first)["iteration"] == 3
+        for x in resumed:
+            assert os.path.isdir(os.path.join(by_x[x].path, "checkpoint_000003"))
 
 
 class InterruptAtTheMilestone(tune.Callback):
