@@ -4,7 +4,8 @@ A round trip through the controller between two trials (the worker reports the e
 the loop handles it, picks the next trial, sends its launch) costs ~1 ms, more on a
 busy machine: most of a trial that runs a millisecond. While the trials of a run are
 that short, the controller queues the next waiting trials, in FIFO order, behind the
-running ones, up to the executor's ``queue_depth`` each; a worker starts the first
+running ones, enough for each to cover :data:`QUEUED_WORK_S` of the average trial's
+run time (at most the executor's ``queue_depth``); a worker starts the first
 trial queued on it the moment its trial stops, with that trial's resources, and the
 controller learns of it from the ``TrialStopped`` that names it (it then holds those
 resources: ``TuneController._adopt``).
@@ -21,6 +22,7 @@ Trials may start a few places out of creation order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -29,8 +31,19 @@ from fasttune.experiment.trial import Trial, TrialStatus
 
 QUEUE_TRIALS_UNDER_S = 0.05
 
+QUEUED_WORK_S = 0.005
+"""How much work, in the average trial's run time, is queued behind each running
+trial: enough that a worker does not run dry while the driver waits for a core on a
+busy machine (a time slice is a few milliseconds) before it queues more."""
+
 # The weight of the last trial in the moving average of run times.
 _AVERAGE_WEIGHT = 0.2
+
+
+def depth_for(run_s: float, cap: int) -> int:
+    """Trials to queue behind each running one when trials run ``run_s`` on average:
+    :data:`QUEUED_WORK_S` of work, at least one, at most ``cap``."""
+    return min(cap, max(1, math.ceil(QUEUED_WORK_S / max(run_s, 1e-9))))
 
 
 class TrialQueues:
@@ -109,12 +122,13 @@ class TrialQueues:
                 ahead's); called just before the trial is queued.
             first_start: Ids of the trials never launched (only those are queued).
         """
-        if not self.depth or self._run_s is None or self._run_s >= QUEUE_TRIALS_UNDER_S:
+        run_s = self._run_s
+        if not self.depth or run_s is None or run_s >= QUEUE_TRIALS_UNDER_S:
             return
         lifecycle = self._lifecycle
         waiting: Any = None
         overdue = self._clock() - QUEUE_TRIALS_UNDER_S
-        for depth in range(self.depth):
+        for depth in range(depth_for(run_s, self.depth)):
             for ahead_id, (started, allocation) in self._running.items():  # longest first
                 ahead = lifecycle.by_id[ahead_id]
                 queued = self._behind.setdefault(ahead_id, [])

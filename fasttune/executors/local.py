@@ -72,7 +72,7 @@ class LocalExecutor(Executor):
     """
 
     writes_result_files = True  # the workers share this machine's disk
-    queue_depth = 2
+    queue_depth = 16  # at most: the controller queues what covers a few ms (trial_queue)
 
     def __init__(
         self,

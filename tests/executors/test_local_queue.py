@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -84,22 +85,21 @@ def test_a_queue_command_that_comes_after_the_trial_ahead_stopped_starts_it_ther
     assert executor.num_running == 0
 
 
-def test_two_trials_queued_behind_one_start_in_turn_and_a_third_is_refused(
+def test_trials_queued_behind_one_start_in_turn_and_one_past_the_depth_is_refused(
     executor, launch_of, wait_for
 ):
-    ahead, second, third, refused = (
-        launch_of(stop_at=2, sleep=0.05),
-        launch_of(stop_at=1),
-        launch_of(stop_at=1),
-        launch_of(stop_at=1),
-    )
+    ahead = launch_of(stop_at=2, sleep=0.05)
+    queued = [launch_of(stop_at=1) for _ in range(executor.queue_depth)]
+    refused = launch_of(stop_at=1)
     executor.start_trial(ahead)
-    assert executor.queue_trial(ahead.trial_id, second)
-    assert executor.queue_trial(ahead.trial_id, third)
-    assert not executor.queue_trial(ahead.trial_id, refused)  # queue_depth is 2
-    events = wait_for(executor, ended(third.trial_id))
-    assert _stopped(events, ahead.trial_id).successor == second.trial_id
-    assert _stopped(events, second.trial_id).successor == third.trial_id
+    for launch in queued:
+        assert executor.queue_trial(ahead.trial_id, launch)
+    assert not executor.queue_trial(ahead.trial_id, refused)
+    events = wait_for(executor, ended(queued[-1].trial_id))
+    chain = [ahead, *queued]
+    for before, after in itertools.pairwise(chain):
+        assert _stopped(events, before.trial_id).successor == after.trial_id
+    assert _stopped(events, queued[-1].trial_id).successor is None
     assert not of(events, TrialStarted, refused.trial_id)
 
 

@@ -4,6 +4,7 @@ on the worker of the trial ahead the moment it stops; the run is the same otherw
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import time
 import pytest
 
 import fasttune as tune
+from fasttune._internal.trial_queue import QUEUED_WORK_S, depth_for
 from fasttune.executors import LocalExecutor, TrialStopped
 from fasttune.stopper import Stopper
 from tests.runner import _short_trials_killed as short_killed
@@ -65,6 +67,37 @@ def test_short_trials_start_behind_running_ones(run_config):
     # Most trials started where the trial ahead stopped, without a round trip.
     assert executor.handed_over >= 40
     assert len({r.metrics["pid"] for r in grid}) == 2  # on the two reused workers
+
+
+def test_the_queue_behind_a_trial_holds_a_few_milliseconds_of_trials():
+    assert depth_for(0.0004, 16) == math.ceil(QUEUED_WORK_S / 0.0004)
+    assert depth_for(0.0, 16) == 16  # capped by the executor
+    assert depth_for(QUEUED_WORK_S, 16) == 1
+    assert depth_for(0.04, 16) == 1  # never less than one
+    assert depth_for(0.0004, 2) == 2
+
+
+def test_trials_of_a_fraction_of_a_millisecond_queue_deeper_than_two(run_config):
+    class DeepestQueue(CountingExecutor):
+        deepest = 0
+
+        def queue_trial(self, after_trial_id, launch):
+            queued = super().queue_trial(after_trial_id, launch)
+            if queued:
+                behind = sum(1 for w in self._queued.values() if w is self._trials[after_trial_id])
+                self.deepest = max(self.deepest, behind)
+            return queued
+
+    executor = DeepestQueue()
+    grid = tune.Tuner(
+        lambda config: tune.report({"i": config["i"]}),
+        param_space={"i": tune.grid_search(list(range(300)))},
+        tune_config=tune.TuneConfig(reuse_actors=True),
+        run_config=run_config(),
+        _executor=executor,
+    ).fit()
+    assert len(grid) == 300 and not grid.errors
+    assert executor.deepest > 2
 
 
 def test_trials_queued_behind_one_that_runs_long_run_elsewhere_meanwhile(run_config):
