@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Any
 
 from fasttune import result as R
@@ -33,6 +32,7 @@ from fasttune._internal.launcher import make_launch, resume_point
 from fasttune._internal.plugin_requests import apply_request
 from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline
 from fasttune._internal.run_spec import RunSpec
+from fasttune._internal.searcher_file import SearcherFile
 from fasttune._internal.state_layout import STATE_FILES, CompletionBitmap
 from fasttune._internal.trial_lifecycle import StopIntent, TrialLifecycle
 from fasttune._internal.trial_queue import TrialQueues
@@ -93,9 +93,7 @@ class TuneController:
         self._sigint = GracefulInterrupt()
         self._raise: BaseException | None = None
         self._start_time = spec.clock()
-        # Names this run's searcher-state-<session>.pkl (the newest is restored).
-        self._session_str = time.strftime("%Y-%m-%d_%H-%M-%S")
-        self._warned_searcher_file = False
+        self._searcher_file = SearcherFile(spec.experiment_path)
         self._last_snapshot = self._start_time
         self._decide = ResultPipeline(spec, self.view)
         self.search_finished = False
@@ -527,36 +525,9 @@ class TuneController:
             callbacks=self.spec.callbacks,
         )
         self._save_search_state(compact=True)  # the log back to one record, for storage
-        self._save_searcher_to_dir()
+        self._searcher_file.save(self.spec.search_alg)  # for Searcher.restore_from_dir
         self._last_snapshot = self.spec.clock()
         self._sync_storage()
-
-    def _save_searcher_to_dir(self) -> None:
-        """Write the searcher's own state file into the experiment directory, as Ray
-        Tune does at each experiment checkpoint: ``Searcher.restore_from_dir(<experiment
-        path>)`` takes it (the run itself restores from the search state log)."""
-        searcher = getattr(self.spec.search_alg, "searcher", None)
-        if searcher is None:
-            return
-        from fasttune.search.searcher import Searcher
-
-        if not isinstance(searcher, Searcher):
-            return
-        # The searcher inside a ConcurrencyLimiter or Repeater: the user's, whose class
-        # restore_from_dir is called on (as Ray Tune's wrappers save theirs).
-        while isinstance(inner := getattr(searcher, "searcher", None), Searcher):
-            searcher = inner
-        try:
-            searcher.save_to_dir(self.spec.experiment_path, self._session_str)
-        except Exception as error:  # a searcher that cannot pickle must not end the run
-            if not self._warned_searcher_file:
-                self._warned_searcher_file = True
-                logger.warning(
-                    "Could not save the searcher's state to the experiment directory "
-                    "(%s: %s); Searcher.restore_from_dir will not find it there.",
-                    type(error).__name__,
-                    error,
-                )
 
     def _sync_storage(self, *, final: bool = False) -> None:
         """Publish the staging directory of a remote experiment (see storage/sync.py).
