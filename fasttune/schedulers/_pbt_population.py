@@ -202,6 +202,16 @@ def checkpoint_iteration(trial: Trial, checkpoint: Any = None) -> int:
     return trial.last_result.get(R.TRAINING_ITERATION, 0)
 
 
+def perturbation_checkpoint(donor: Trial, state: TrialState, time_attr: str) -> Any:
+    """The checkpoint ``donor`` made at its last perturbation, where it was in the upper
+    quantile (the one Ray Tune clones): not a newer one, which may be the end of its
+    training; None if it was not in the upper quantile then, or that one is gone."""
+    manager = donor.checkpoint_manager
+    if state.clone_time is None or manager is None:
+        return None
+    return manager.latest_up_to(time_attr, state.clone_time)
+
+
 def checkpoint_comes(view: Any, trial: Trial, result: dict[str, Any]) -> bool:
     """Whether ``trial`` will checkpoint this iteration without being paused.
 

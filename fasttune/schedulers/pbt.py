@@ -40,6 +40,7 @@ from fasttune.schedulers._pbt_population import (
     check_arguments,
     checkpoint_comes,
     checkpoint_iteration,
+    perturbation_checkpoint,
     quantiles,
     standing,
     top_trials,
@@ -356,29 +357,17 @@ class PopulationBasedTraining(FIFOScheduler):
         if rank.in_lower(self._quantile_fraction):
             size = rank.quantile_size(self._quantile_fraction)
             donor = self._rng.choice(top_trials(trials, self._trial_state, size))
-            checkpoint = self._perturbation_checkpoint(donor)
-            if checkpoint is not None and self._exploit(view, trial, donor, checkpoint):
+            checkpoint = perturbation_checkpoint(donor, self._state(donor), self._time_attr)
+            if checkpoint is None:
+                logger.info(
+                    "[pbt]: trial %s has no checkpoint from its last perturbation in the "
+                    "upper quantile; %s does not exploit it now.",
+                    donor,
+                    trial,
+                )
+            elif self._exploit(view, trial, donor, checkpoint):
                 return CONTINUE  # the exploit request restarts it from the donor's checkpoint
         return decision
-
-    def _perturbation_checkpoint(self, donor: Trial) -> Any:
-        """The checkpoint ``donor`` made at its last perturbation, where it was in the
-        upper quantile (as Ray Tune clones it): not a newer one, which may be the end
-        of its training; None if it was not in the upper quantile then."""
-        clone_time = self._state(donor).clone_time
-        manager = donor.checkpoint_manager
-        checkpoint = (
-            None
-            if clone_time is None or manager is None
-            else manager.latest_up_to(self._time_attr, clone_time)
-        )
-        if checkpoint is None:
-            logger.info(
-                "[pbt]: trial %s has no checkpoint from its last perturbation in the upper "
-                "quantile; no trial exploits it now.",
-                donor,
-            )
-        return checkpoint
 
     def _synch_step(self, view: ControllerView, trial: Trial, time: float) -> str:
         if self._others_behind(view.get_trials(), trial):
