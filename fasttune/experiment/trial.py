@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fasttune import result as R
+from fasttune._support.log_once import log_once
 from fasttune.experiment.metric_stats import NO_STATS as _NO_STATS
 from fasttune.experiment.metric_stats import NOT_NUMBERS as _NOT_NUMBERS
 from fasttune.experiment.metric_stats import STATS_WINDOW as _STATS_WINDOW
@@ -60,12 +61,8 @@ def new_experiment_hash() -> str:
     return uuid.uuid4().hex[:5]
 
 
-_missing_criteria_warned: set[str] = set()
-
-
 def _warn_missing_criterion(key: str, result: Mapping[str, Any]) -> None:
-    if key not in _missing_criteria_warned:
-        _missing_criteria_warned.add(key)
+    if log_once(f"stop criterion not in a result: {key}"):
         logging.getLogger(__name__).warning(
             "Stopping criterion %r was not found in a result (reported keys: %s). If %r "
             "is never reported, trials run until they end by themselves: report it from "

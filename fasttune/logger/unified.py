@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fasttune._support.imports import MissingDependencyError
+from fasttune._support.log_once import log_once
 from fasttune.logger.csv import CSVLogger
 from fasttune.logger.json import JsonLogger
 from fasttune.logger.logger import Logger
@@ -17,12 +18,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_LOGGERS: tuple[type[Logger], ...] = (JsonLogger, CSVLogger, TBXLogger)
 """The loggers a trial gets by default, as in Ray Tune."""
 
-_warned: set[str] = set()
-
 
 def _warn_once(key: str, msg: str, *args: Any) -> None:
-    if key not in _warned:
-        _warned.add(key)
+    if log_once(f"logger: {key}"):
         logger.warning(msg, *args)
 
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from greenlet import getcurrent
 
+from fasttune._support.log_once import log_once
+
 if TYPE_CHECKING:
     from fasttune.checkpoint import Checkpoint
     from fasttune.trainable.trial_info import TrialInfo
@@ -106,13 +108,8 @@ def report(metrics: Mapping[str, Any], *, checkpoint: Checkpoint | None = None) 
     session.report_fn(metrics, checkpoint)
 
 
-_warned_outside_trial = False
-
-
 def _warn_outside_trial() -> None:
-    global _warned_outside_trial
-    if not _warned_outside_trial:
-        _warned_outside_trial = True
+    if log_once("report outside a trial"):
         import warnings
 
         warnings.warn(

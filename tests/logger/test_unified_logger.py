@@ -120,9 +120,9 @@ def test_close_closes_all_then_raises(tmp_path: Any) -> None:
 def test_warns_once_without_json_logger(
     tmp_path: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fasttune.logger import unified
+    from fasttune._support import log_once
 
-    monkeypatch.setattr(unified, "_warned", set())
+    monkeypatch.setattr(log_once, "_seen", set())
     with caplog.at_level(logging.WARNING):
         UnifiedLogger({}, str(tmp_path), loggers=[NoopLogger]).close()
         UnifiedLogger({}, str(tmp_path), loggers=[NoopLogger]).close()

@@ -80,9 +80,9 @@ def test_exception_keeps_original_traceback(make_trainable):
 
 def test_report_outside_a_trial_warns_once_how_to_run_and_returns(monkeypatch):
     # As Ray Tune's: calling train_fn(config) directly, to debug it, runs through.
-    from fasttune.trainable import session
+    from fasttune._support import log_once
 
-    monkeypatch.setattr(session, "_warned_outside_trial", False)
+    monkeypatch.setattr(log_once, "_seen", set())
     with pytest.warns(UserWarning, match=r"outside of a trial.*Tuner"):
         assert tune.report({"x": 1}) is None
     with warnings.catch_warnings():
