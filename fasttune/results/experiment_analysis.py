@@ -9,6 +9,7 @@ import tempfile
 from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
+from fasttune._support.flatten import flatten_result
 from fasttune.checkpoint import Checkpoint
 from fasttune.experiment.trial import Trial
 from fasttune.results import _scan
@@ -146,7 +147,7 @@ class ExperimentAnalysis:
     def _flat_results(self, trial: Trial) -> list[dict[str, Any]]:
         """Every result of ``trial`` from its files, flattened with ``/`` (no config)."""
         results, _ = self._history(trial)
-        return [flatten_dict({k: v for k, v in r.items() if k != R.CONFIG}) for r in results]
+        return [flatten_result(r, (R.CONFIG,)) for r in results]
 
     def _find_trial(self, trial: Trial | str) -> Trial:
         if isinstance(trial, Trial):
