@@ -14,6 +14,7 @@ from fasttune._internal.executor_choice import (
     runs_inline,
     start_fork_server,
     started_local_executor,
+    warm_ray_connection,
 )
 from fasttune.config import RunConfig
 from fasttune.tune_config import TuneConfig
@@ -82,6 +83,8 @@ class Tuner:
         local = _executor is None and not _restoring and local_workers_chosen()
         if local:
             start_fork_server()
+        elif _executor is None and not runs_inline(None):
+            warm_ray_connection()  # the same for a Ray cluster's first actors
         # After the server's start: this import (cloudpickle, the function trainable)
         # takes ~15-25 ms.
         from fasttune._internal.trainable_resolution import pickle_trainable, resolve_trainable

@@ -36,6 +36,19 @@ def start_fork_server() -> None:
     start()
 
 
+def warm_ray_connection() -> None:
+    """If trials will run on the Ray cluster this process is already connected to, let
+    Ray build what its first actor start needs now (:func:`warm_serialization`)."""
+    from fasttune._support.cluster_address import ray_target
+
+    ray = sys.modules.get("ray")
+    if ray_target() is None or ray is None or not ray.is_initialized():
+        return  # local workers, or fit() connects (its ray.init takes seconds anyway)
+    from fasttune.executors import warm_ray_serialization
+
+    warm_ray_serialization(ray)
+
+
 def started_local_executor(trainable_blob: bytes | None = None) -> Any:
     """A local executor, its fork server and first worker already starting.
 

@@ -6,7 +6,7 @@
 - :class:`RayExecutor`: each trial in a Ray actor on a Ray cluster (needs ``ray``).
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fasttune._support.lazy_names import lazy_names
 
@@ -58,6 +58,15 @@ def start_fork_server() -> None:
     _forkserver.default_server().start()
 
 
+def warm_ray_serialization(ray: Any) -> None:
+    """Have Ray build this process's serialization context now, in a thread, so that
+    the first actor a run starts does not wait for it (see
+    :func:`~fasttune.executors._ray_connection.warm_serialization`)."""
+    from fasttune.executors._ray_connection import warm_serialization
+
+    warm_serialization(ray)
+
+
 __getattr__ = lazy_names(globals(), _LAZY)
 
 
@@ -76,4 +85,5 @@ __all__ = [
     "TrialStopped",
     "TrialUnqueued",
     "start_fork_server",
+    "warm_ray_serialization",
 ]

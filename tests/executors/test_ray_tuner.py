@@ -85,6 +85,22 @@ def test_without_ray_connection_or_address_trials_run_locally(run_config):
     assert all(r.metrics["actor_id"] is None for r in grid)
 
 
+def test_tuner_has_ray_prepare_the_first_actor_start_before_fit(ray_cluster, run_config):
+    # Ray builds a driver's serialization context (importing pyarrow and pydantic,
+    # ~0.2 s) before its first actor can start; Tuner() has it built in the background.
+    ray.init(address=ray_cluster.address, logging_level="ERROR", log_to_driver=False)
+    try:
+        driver = ray._private.worker.global_worker
+        assert driver.current_job_id not in driver.serialization_context_map
+        tune.Tuner(where_fn, param_space={"x": 1}, run_config=run_config())
+        deadline = time.monotonic() + 30
+        while driver.current_job_id not in driver.serialization_context_map:
+            assert time.monotonic() < deadline, "Tuner() left Ray's first actor start unprepared"
+            time.sleep(0.01)
+    finally:
+        ray.shutdown()
+
+
 def test_a_connected_process_runs_trials_on_ray_and_stays_connected(ray_connected, run_config):
     job = ray.get_runtime_context().get_job_id()
     grid = _fit(where_fn, run_config, n=3)
