@@ -304,6 +304,7 @@ class TuneController:
         if isinstance(event, TrialResults):
             self._on_results(trial, event)
         elif isinstance(event, TrialStarted):
+            self.queues.started(trial.trial_id)
             hook = "on_trial_restore" if self.lifecycle.started(trial) else "on_trial_start"
             self._callback(hook, trial)
         elif isinstance(event, TrialSaved):

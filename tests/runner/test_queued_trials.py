@@ -14,7 +14,7 @@ import time
 import pytest
 
 import fasttune as tune
-from fasttune._internal.trial_queue import QUEUED_WORK_S, depth_for
+from fasttune._internal.trial_queue import QUEUED_WORK_S, TrialQueues, depth_for
 from fasttune.executors import LocalExecutor, TrialStopped
 from fasttune.stopper import Stopper
 from tests.runner import _short_trials_killed as short_killed
@@ -75,6 +75,23 @@ def test_the_queue_behind_a_trial_holds_a_few_milliseconds_of_trials():
     assert depth_for(QUEUED_WORK_S, 16) == 1
     assert depth_for(0.04, 16) == 1  # never less than one
     assert depth_for(0.0004, 2) == 2
+
+
+def test_a_trials_run_time_counts_from_its_start_on_its_worker():
+    # A run's first trials are launched while their workers' processes are starting:
+    # the time from launch to start is not the trial's.
+    now = [0.0]
+    queues = TrialQueues(16, lifecycle=None, executor=None, clock=lambda: now[0])
+    queues.launched("first", allocation=None)
+    now[0] = 0.050  # the worker starts it
+    queues.started("first")
+    now[0] = 0.0505
+    queues.left("first")
+    assert queues.average_run_s == pytest.approx(0.0005)
+    queues.launched("queued", allocation=None)  # taken over where "first" stopped
+    now[0] = 0.0515
+    queues.left("queued")
+    assert 0.0005 < queues.average_run_s < 0.001  # a moving average of the two
 
 
 def test_trials_of_a_fraction_of_a_millisecond_queue_deeper_than_two(run_config):
