@@ -38,7 +38,8 @@ def start_fork_server() -> None:
 
 def warm_ray_connection() -> None:
     """If trials will run on the Ray cluster this process is already connected to, let
-    Ray build what its first actor start needs now (:func:`warm_serialization`)."""
+    Ray build what its first actor start needs now
+    (:func:`fasttune.executors.warm_ray_serialization`)."""
     from fasttune._support.cluster_address import ray_target
 
     ray = sys.modules.get("ray")

@@ -81,7 +81,7 @@ class TrialQueues:
     def started(self, trial_id: str) -> None:
         """The trial's worker started it: its run time counts from now. A run's first
         trials are launched before their workers exist (the fork server is still
-        starting): counted from their launch, they made the first average ~50x a short
+        starting): counted from their launch, they made the first average ~10x a short
         trial's run time, and the queues stayed shallow for the next ~20 trials."""
         launched = self._running.get(trial_id)
         if launched is not None:
