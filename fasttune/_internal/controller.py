@@ -95,6 +95,7 @@ class TuneController:
         self._start_time = spec.clock()
         self._searcher_file = SearcherFile(spec.experiment_path)
         self._last_snapshot = self._start_time
+        self._checkpoint_unsynced = False  # a checkpoint registered since the last sync
         self._decide = ResultPipeline(spec, self.view)
         self.search_finished = False
         self._search_state_dirty = False
@@ -162,6 +163,11 @@ class TuneController:
             self._save_search_state()
         if self.spec.clock() - self._last_snapshot >= self.spec.snapshot_period_s:
             self.snapshot()
+        elif self._checkpoint_unsynced:
+            # Storage learns of a new checkpoint as soon as the sync's share of the
+            # driver's time allows, as Ray Tune syncs its state with each checkpoint: a
+            # driver lost before the next snapshot is restored from it, not from scratch.
+            self._sync_storage()
         cb.flush_pending_writes()
         cb.on_step_end(iteration=self.iteration, trials=self.trials)
         self.iteration += 1
@@ -404,8 +410,10 @@ class TuneController:
         metrics = {k: v for k, v in trial.last_result.items() if k != R.CONFIG}
         removed = manager.register(dir_name, metrics)
         manager.delete_files(removed)
-        if removed and self.storage_sync is not None:
-            self.storage_sync.delete_later(os.path.join(manager.trial_dir, n) for n in removed)
+        if self.storage_sync is not None:
+            self._checkpoint_unsynced = True
+            if removed:
+                self.storage_sync.delete_later(os.path.join(manager.trial_dir, n) for n in removed)
         self.state.record_trial(trial)
         self._callback("on_trial_save", trial)
         self._callback("on_checkpoint", trial, checkpoint=manager.latest_checkpoint)
@@ -542,7 +550,8 @@ class TuneController:
         self.spec.callbacks.flush_pending_writes()
         dirs = ((t.relative_logdir, t.is_finished()) for t in self.trials if t.relative_logdir)
         try:
-            sync.sync(dirs, force=final)
+            if sync.sync(dirs, force=final):
+                self._checkpoint_unsynced = False
         except LeaseLostError as e:
             # Another driver runs the experiment now: write nothing more, end the run.
             if final:

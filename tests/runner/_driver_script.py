@@ -23,13 +23,14 @@ def slow_counter(config):
         tune.report({"i": i, "x": config["x"]}, checkpoint=tune.Checkpoint.from_directory(d))
 
 
-def make_tuner(storage: str, ahead: bool = False) -> tune.Tuner:
+def make_tuner(storage: str, ahead: bool = False, sleep: float = 0.05) -> tune.Tuner:
     """Two trials at a time: by ``max_concurrent_trials``, which creates each trial as a
     slot frees, or (``ahead``) by the two CPUs, which lets the generator create the
-    next trials ahead of time (PENDING, never started, when the driver is killed)."""
+    next trials ahead of time (PENDING, never started, when the driver is killed).
+    Each trial reports 8 times, ``sleep`` seconds apart."""
     return tune.Tuner(
         slow_counter,
-        param_space={"x": tune.uniform(0, 1), "n": 8, "sleep": 0.05},
+        param_space={"x": tune.uniform(0, 1), "n": 8, "sleep": sleep},
         tune_config=tune.TuneConfig(
             num_samples=10, max_concurrent_trials=None if ahead else 2, seed=3
         ),

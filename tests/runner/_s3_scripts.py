@@ -45,7 +45,7 @@ if __name__ == "__main__":
     command, url = sys.argv[1], sys.argv[2]
     if command == "fit":
         print("started", flush=True)
-        make_tuner(url).fit()
+        make_tuner(url, sleep=float(os.environ.get("COUNTER_SLEEP_S", "0.05"))).fit()
         print(json.dumps({"finished": True}), flush=True)
     elif command == "restore":
         restore(url)

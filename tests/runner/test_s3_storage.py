@@ -189,14 +189,7 @@ def test_driver_sigkill_then_restore_from_s3_on_another_machine(s3_server, s3_bu
     restored = _last_json(_run("restore", experiment, str(tmp_path / "machine2")))
     assert restored == {"trials": 10, "terminated": 10}
 
-    # Each trial finished once: its final iteration appears once in its results.
-    prefix = f"{s3_bucket}/exps/killed"
-    s3.invalidate_cache()
-    for trial_dir in s3.ls(prefix, detail=False):
-        if trial_dir.endswith(".json") or trial_dir.rsplit("/", 1)[-1].startswith("."):
-            continue
-        lines = [json.loads(x) for x in s3.cat_file(f"{trial_dir}/result.json").splitlines()]
-        assert [line["training_iteration"] for line in lines] == list(range(1, 9)), trial_dir
+    _check_each_trial_ran_once(s3, f"{s3_bucket}/exps/killed")
 
     # This process, which ran neither driver, reads the results and the best
     # checkpoint from the bucket.
@@ -206,6 +199,54 @@ def test_driver_sigkill_then_restore_from_s3_on_another_machine(s3_server, s3_bu
     assert read["filesystem"] == "s3"
     assert read["best_checkpoint"].startswith(read["best_path"] + "/checkpoint_")
     assert read["checkpoint_state"] == {"i": 7} and read["rows"] == 8
+
+
+def _check_each_trial_ran_once(s3, prefix: str, trials: int = 10) -> None:
+    """Each trial's folder in the bucket holds its iterations 1-8 once: none ran
+    twice, and no trial was started anew beside one that had run."""
+    s3.invalidate_cache()
+    trial_dirs = [
+        d
+        for d in s3.ls(prefix, detail=False)
+        if not d.endswith(".json") and not d.rsplit("/", 1)[-1].startswith(".")
+    ]
+    assert len(trial_dirs) == trials, trial_dirs
+    for trial_dir in trial_dirs:
+        lines = [json.loads(x) for x in s3.cat_file(f"{trial_dir}/result.json").splitlines()]
+        assert [line["training_iteration"] for line in lines] == list(range(1, 9)), trial_dir
+
+
+@pytest.mark.slow
+def test_a_driver_killed_between_snapshots_resumes_from_its_checkpoints(
+    s3_server, s3_bucket, tmp_path
+):
+    # The state goes to storage with each new checkpoint (as Ray Tune syncs it), as
+    # often as the sync's share of the driver's time allows, not only at snapshots
+    # (none here before the end): a driver lost in between is restored from its
+    # checkpoints. Before, storage held the run's first commit only, with no trial,
+    # and the restored run started every trial anew beside the killed run's.
+    url = f"s3://{s3_bucket}/exps"
+    s3 = _s3(s3_server)
+    # 10 trials of 8 x 0.3 s on 2 slots: ~12 s; the first checkpoint comes 0.3 s in.
+    driver = _run(
+        "fit",
+        url,
+        str(tmp_path / "machine1"),
+        TUNE_GLOBAL_CHECKPOINT_S="600",
+        COUNTER_SLEEP_S="0.3",
+    )
+    try:
+        assert driver.stdout.readline().strip() == "started"
+        manifest = f"{s3_bucket}/exps/killed/experiment_state.manifest.json"
+        _wait_for_commits(s3, manifest, 2, timeout=6)  # commit 1: the initial state
+        assert driver.poll() is None
+    finally:
+        driver.kill()
+        driver.wait(timeout=30)
+
+    restored = _last_json(_run("restore", f"{url}/killed", str(tmp_path / "machine2")))
+    assert restored == {"trials": 10, "terminated": 10}
+    _check_each_trial_ran_once(s3, f"{s3_bucket}/exps/killed")
 
 
 def _filesystem(kind: str, server):
