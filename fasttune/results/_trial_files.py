@@ -13,14 +13,12 @@ import logging
 import math
 import os
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fasttune import result as R
 from fasttune.error import TrialError
-from fasttune.storage.filesystem import FileSystem, get_fs_and_path
-from fasttune.storage.fsspec_filesystem import FsspecFileSystem
+from fasttune.storage.filesystem import FileSystem
 
 logger = logging.getLogger(__name__)
 
@@ -34,23 +32,22 @@ SOURCE_CSV = "csv"
 
 
 # ---------------------------------------------------------------------------- paths
-def resolve_filesystem(path: str | os.PathLike[str], filesystem: Any) -> tuple[FileSystem, str]:
-    """The filesystem serving ``path`` (given, or inferred from it) and the path within it.
+def resolve_filesystem(
+    path: str | os.PathLike[str],
+    filesystem: Any,
+    *,
+    owner: str = "ExperimentAnalysis",
+    param: str = "experiment_checkpoint_path",
+) -> tuple[FileSystem, str]:
+    """The filesystem serving ``path`` (given: fasttune, fsspec or pyarrow; or inferred
+    from it) and the path within it (see :func:`fasttune.storage.location.filesystem_and_path`).
 
     Raises:
-        TypeError: ``filesystem`` is neither a fasttune ``FileSystem`` nor an fsspec one.
+        TypeError: ``filesystem`` is not a filesystem.
     """
-    if filesystem is None:
-        return get_fs_and_path(path)
-    if isinstance(filesystem, FileSystem):
-        return filesystem, os.fspath(path)
-    fsspec = sys.modules.get("fsspec")
-    if fsspec is not None and isinstance(filesystem, fsspec.AbstractFileSystem):
-        return FsspecFileSystem(filesystem), os.fspath(path)
-    raise TypeError(
-        "storage_filesystem must be a fasttune.storage.FileSystem or an fsspec filesystem, "
-        f"got {type(filesystem).__name__}: {filesystem!r}"
-    )
+    from fasttune.storage.location import filesystem_and_path
+
+    return filesystem_and_path(path, filesystem, owner=owner, param=param)
 
 
 # ---------------------------------------------------------------------------- lookups

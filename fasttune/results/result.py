@@ -163,7 +163,9 @@ class Result:
             RuntimeError: The directory does not exist or has neither results file.
             ValueError: A results file is corrupt (the message names file and line).
         """
-        fs, fs_path = files.resolve_filesystem(path, storage_filesystem)
+        fs, fs_path = files.resolve_filesystem(
+            path, storage_filesystem, owner="Result.from_path", param="path"
+        )
         if not fs.isdir(fs_path):
             raise RuntimeError(f"Trial directory {fs_path!r} does not exist.")
         results, source = files.read_results(fs, fs_path)

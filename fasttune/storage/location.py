@@ -27,7 +27,7 @@ from typing import Any
 from fasttune._support.imports import MissingDependencyError
 from fasttune.storage.defaults import default_local_dir, default_storage_path
 from fasttune.storage.experiment_lock import ExperimentLock
-from fasttune.storage.filesystem import FileSystem, is_url, local_filesystem
+from fasttune.storage.filesystem import FileSystem, get_fs_and_path, is_url, local_filesystem
 from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 from fasttune.storage.mirror import StorageMirror
 
@@ -98,7 +98,8 @@ def experiment_storage(
     """
     fs, root, uri_root = _resolve_root(storage_path, storage_filesystem, owner)
     path = fs.join(root, name)
-    uri = os.path.join(uri_root, name) if fs.is_local else f"{uri_root.rstrip('/')}/{name}"
+    base, query = _split_options(uri_root)
+    uri = os.path.join(uri_root, name) if fs.is_local else f"{base.rstrip('/')}/{name}{query}"
     local = path if fs.is_local else staging_dir(name, uri)
     return ExperimentStorage(name=name, filesystem=fs, path=path, local_path=local, uri=uri)
 
@@ -112,13 +113,15 @@ def locate_experiment(
     if not is_url(text) and storage_filesystem is None:
         text = os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
         return experiment_storage(os.path.dirname(text), None, os.path.basename(text), owner=owner)
+    text, query = _split_options(text) if is_url(text) else (text, "")
     scheme, sep, rest = text.partition("://") if is_url(text) else ("", "", text)
     parent, _, name = rest.rstrip("/").rpartition("/")
     if not name or not parent.strip("/"):  # "s3://bucket" is no experiment directory
         raise ValueError(
-            f"{owner}(path={text!r}): expected an experiment directory, <storage_path>/<name>."
+            f"{owner}(path={text + query!r}): expected an experiment directory, "
+            "<storage_path>/<name>."
         )
-    root = f"{scheme}{sep}{parent}"
+    root = f"{scheme}{sep}{parent}{query}"
     return experiment_storage(root, storage_filesystem, name, owner=owner)
 
 
@@ -210,9 +213,66 @@ def _resolve_root(
     if not is_url(text):
         root = os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
         return local_filesystem(), root, root
+    base, query = _split_options(text)
+    if query:  # options, as Ray reads them with pyarrow: s3://b/p?endpoint_override=...
+        arrow_fs, root = _pyarrow_from_uri(text, owner)
+        return _wrap_filesystem(arrow_fs, owner), root.rstrip("/"), base.rstrip("/") + query
     fs = FsspecFileSystem(_fsspec_for(text, owner))
     root = fs.fs._strip_protocol(text).rstrip("/")
     return fs, root, text.rstrip("/")
+
+
+def filesystem_and_path(
+    path: str | os.PathLike[str], storage_filesystem: Any = None, *, owner: str, param: str
+) -> tuple[FileSystem, str]:
+    """The filesystem serving ``path`` and the path within it, for reading: inside
+    ``storage_filesystem`` (fasttune, fsspec or pyarrow) when given, else inferred from
+    ``path`` (a local path, an fsspec URL, or a URL with pyarrow's options after ``?``).
+
+    Raises:
+        TypeError: ``storage_filesystem`` is not a filesystem.
+        ValueError: pyarrow cannot open a URL with options.
+        MissingDependencyError: The package serving the URL is not installed.
+    """
+    text = os.fspath(path)
+    if storage_filesystem is not None:
+        fs = _wrap_filesystem(storage_filesystem, owner)
+        if fs.is_local:
+            return fs, os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
+        return fs, text
+    if is_url(text) and _split_options(text)[1]:
+        arrow_fs, inner = _pyarrow_from_uri(text, owner, param)
+        return _wrap_filesystem(arrow_fs, owner), inner.rstrip("/")
+    return get_fs_and_path(text)
+
+
+def _split_options(url: str) -> tuple[str, str]:
+    """``(url without its options, "?options" or "")``."""
+    base, sep, query = url.partition("?")
+    return base, sep + query
+
+
+def _pyarrow_from_uri(url: str, owner: str, param: str = "storage_path") -> tuple[Any, str]:
+    """The pyarrow filesystem and path of a URL with options after ``?``
+    (``endpoint_override``, ``scheme``, ``region``...), read as Ray Tune reads them:
+    with ``pyarrow.fs.FileSystem.from_uri``."""
+    try:
+        from pyarrow import fs as pyarrow_fs
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"{owner}({param}={url!r}): a URL with options after '?' is read by "
+            "pyarrow (as Ray Tune reads it), which is not installed. Install it with: "
+            "pip install pyarrow; or pass RunConfig(storage_filesystem=s3fs.S3FileSystem("
+            "endpoint_url=...), storage_path='bucket/prefix')."
+        ) from e
+    try:
+        return pyarrow_fs.FileSystem.from_uri(url)
+    except Exception as e:  # pyarrow's ArrowInvalid, ArrowNotImplementedError...
+        raise ValueError(
+            f"{owner}({param}={url!r}): pyarrow cannot open this URL ({e}). Its "
+            "options are pyarrow's (for s3://: endpoint_override, scheme, region, "
+            "access_key, secret_key...)."
+        ) from e
 
 
 def _fsspec_for(url: str, owner: str) -> Any:
