@@ -47,10 +47,13 @@ class SavedExperiment:
 def can_restore(path: str | os.PathLike[str], storage_filesystem: Any = None) -> bool:
     """True if ``path`` holds an experiment that ``Tuner.restore`` can continue."""
     from fasttune._internal.state_layout import SNAPSHOT_FILE, TUNER_FILE
-    from fasttune.storage.location import locate_experiment
+    from fasttune.storage.location import NotAnExperimentPathError, locate_experiment
     from fasttune.storage.state_commit import read_manifest
 
-    storage = locate_experiment(path, storage_filesystem, owner="Tuner.can_restore")
+    try:
+        storage = locate_experiment(path, storage_filesystem, owner="Tuner.can_restore")
+    except NotAnExperimentPathError:
+        return False  # a bucket's root holds no experiment (Ray answers False too)
     if storage.is_remote:
         manifest = read_manifest(storage.filesystem, storage.path)
         return manifest is not None and {SNAPSHOT_FILE, TUNER_FILE} <= set(manifest["files"])

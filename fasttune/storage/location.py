@@ -42,6 +42,10 @@ _PACKAGES = {
 }
 
 
+class NotAnExperimentPathError(ValueError):
+    """A path that cannot be an experiment directory (a bucket's root, say)."""
+
+
 @dataclass(frozen=True)
 class ExperimentStorage:
     """An experiment's directory on its storage, and where the driver writes it.
@@ -117,7 +121,7 @@ def locate_experiment(
     scheme, sep, rest = text.partition("://") if is_url(text) else ("", "", text)
     parent, _, name = rest.rstrip("/").rpartition("/")
     if not name or not parent.strip("/"):  # "s3://bucket" is no experiment directory
-        raise ValueError(
+        raise NotAnExperimentPathError(
             f"{owner}(path={text + query!r}): expected an experiment directory, "
             "<storage_path>/<name>."
         )

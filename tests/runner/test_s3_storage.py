@@ -127,6 +127,9 @@ def test_an_experiment_with_checkpoints_lives_in_s3(s3_server, s3_bucket, isolat
         assert json.load(open(os.path.join(d, "state.json"))) == {"i": 3, "x": 3}
     assert list(best.metrics_dataframe["i"]) == [0, 1, 2, 3]
     assert tune.Tuner.can_restore(f"{url}/exp")
+    assert not tune.Tuner.can_restore(f"s3://{s3_bucket}")  # a bucket is no experiment
+    with pytest.raises(ValueError, match="expected an experiment directory"):
+        tune.Tuner.restore(f"s3://{s3_bucket}", trainable=_counter)
 
 
 def test_a_url_with_pyarrow_options_names_its_endpoint(
