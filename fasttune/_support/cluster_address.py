@@ -24,6 +24,9 @@ LOCAL = "local"
 
 ENV_ADDRESS = "FASTTUNE_ADDRESS"
 
+RAY_ENV_ADDRESS = "RAY_ADDRESS"
+"""Ray's own: the cluster of a job submitted with ``ray job submit``."""
+
 RAY_INSTALL_HINT = 'pip install "fasttune[ray]"'
 
 _address: str | None = None  # set by fasttune.init(address=...)
@@ -76,7 +79,9 @@ def ray_target() -> RayTarget | None:
 
     In order: ``fasttune.init(address=...)``, then ``FASTTUNE_ADDRESS`` ("local" in
     either forces local workers), then a Ray connection this process already opened
-    with ``ray.init()`` (looked up without importing Ray). Otherwise local.
+    with ``ray.init()`` (looked up without importing Ray), then ``RAY_ADDRESS`` when
+    Ray is installed (``ray job submit`` sets it, and Ray Tune's ``fit()`` connects
+    there). Otherwise local.
     """
     address = _address
     kwargs = _ray_init_kwargs
@@ -89,4 +94,11 @@ def ray_target() -> RayTarget | None:
     is_initialized = getattr(ray, "is_initialized", None)
     if callable(is_initialized) and is_initialized():
         return RayTarget(None)
+    ray_address = os.environ.get(RAY_ENV_ADDRESS, "").strip()
+    if ray_address and ray_address != LOCAL and _ray_installed():
+        return RayTarget(ray_address)
     return None
+
+
+def _ray_installed() -> bool:
+    return sys.modules.get("ray", False) is not None and importlib.util.find_spec("ray") is not None

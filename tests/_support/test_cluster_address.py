@@ -15,6 +15,7 @@ from fasttune._support.imports import MissingDependencyError
 @pytest.fixture(autouse=True)
 def _forget(monkeypatch):
     monkeypatch.delenv("FASTTUNE_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     yield
     tune.shutdown()
 
@@ -53,6 +54,26 @@ def test_the_environment_variable_and_local(monkeypatch, ray_installed):
     assert ray_target() == RayTarget("10.0.0.1:6379", {})
     monkeypatch.setenv("FASTTUNE_ADDRESS", "local")
     tune.shutdown()
+    assert ray_target() is None
+
+
+def test_rays_own_address_variable_comes_after_fasttunes_choices(monkeypatch, ray_installed):
+    # `ray job submit` sets RAY_ADDRESS, and Ray Tune's fit() connects there.
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert ray_target() == RayTarget("10.0.0.1:6379", {})
+    monkeypatch.setenv("FASTTUNE_ADDRESS", "local")
+    assert ray_target() is None
+    monkeypatch.delenv("FASTTUNE_ADDRESS")
+    tune.init(address="local")
+    assert ray_target() is None
+    tune.shutdown()
+    monkeypatch.setenv("RAY_ADDRESS", "local")
+    assert ray_target() is None
+
+
+def test_rays_address_variable_without_ray_leaves_trials_here(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # ray cannot be imported
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
     assert ray_target() is None
 
 

@@ -63,15 +63,17 @@ def _fit(trainable, run_config, n=3, verbose=0, **tune_kwargs) -> Any:
 
 # ------------------------------------------------------------------ choosing Ray
 # These run first, while this process is not connected (the module connects later).
-@pytest.mark.parametrize("how", ["init", "env"])
+@pytest.mark.parametrize("how", ["init", "env", "ray_env"])
 def test_fasttune_opens_a_connection_and_closes_it_at_the_end(
     ray_cluster, run_config, no_address, monkeypatch, how
 ):
     assert not ray.is_initialized()
     if how == "init":
         tune.init(address=ray_cluster.address)
-    else:
+    elif how == "env":
         monkeypatch.setenv("FASTTUNE_ADDRESS", ray_cluster.address)
+    else:  # as `ray job submit` sets it
+        monkeypatch.setenv("RAY_ADDRESS", ray_cluster.address)
     # The progress table's last line (usage figures) comes after the executor closed.
     grid = _fit(where_fn, run_config, n=2, verbose=1)
     assert grid.num_errors == 0 and grid.num_terminated == 2
