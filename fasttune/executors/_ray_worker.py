@@ -66,7 +66,7 @@ class RayWorker:
             if entry not in sys.path:
                 sys.path.append(entry)
         self._transport = OutboxTransport()
-        self._loop = WorkerLoop(self._transport, isolated=True)
+        self._loop = WorkerLoop(self._transport, isolated=True, sets_visible_gpus=False)
         self._output: TrialOutput | None = None  # the hosted trial's, to upload
 
     def step(

@@ -80,6 +80,10 @@ class WorkerLoop:
             the trial directory. False (inline) leaves the process as it is.
         class_cache: Unpickled Trainable classes by ``trainable_key``, shareable
             between loops of one process.
+        sets_visible_gpus: Whether an isolated loop sets ``CUDA_VISIBLE_DEVICES`` to
+            the trial's GPUs; False where the process's host already did (a Ray
+            actor: Ray sets it for an actor with GPUs and leaves it as the node has it
+            for one without, as Ray Tune's trials see it).
     """
 
     def __init__(
@@ -88,9 +92,11 @@ class WorkerLoop:
         *,
         isolated: bool = True,
         class_cache: dict[str, type] | None = None,
+        sets_visible_gpus: bool = True,
     ):
         self._transport = transport
         self._isolated = isolated
+        self._sets_visible_gpus = sets_visible_gpus
         self._classes: dict[str, type] = {} if class_cache is None else class_cache
         self._orig_cwd = os.getcwd()
         self._trainable: Any = None  # live Trainable: hosting a trial, or idle for reuse
@@ -460,8 +466,9 @@ class WorkerLoop:
         make_dir(launch.trial_dir)
         if not self._isolated:
             return
-        # Before the class is unpickled: importing a CUDA library may read it.
-        set_env("CUDA_VISIBLE_DEVICES", ",".join(launch.allocation.gpu_ids))
+        if self._sets_visible_gpus:
+            # Before the class is unpickled: importing a CUDA library may read it.
+            set_env("CUDA_VISIBLE_DEVICES", ",".join(launch.allocation.gpu_ids))
         set_env("TUNE_ORIG_WORKING_DIR", self._orig_cwd)
         os.chdir(launch.trial_dir if launch.chdir else self._orig_cwd)
 
