@@ -590,6 +590,11 @@ class TuneController:
                 self.state.close()
                 self.spec.callbacks.on_experiment_end(trials=self.trials)
                 self._sync_storage(final=True)  # the files the callbacks closed, last
+                if self.storage_sync is not None:  # storage has every checkpoint now
+                    self.storage_sync.drop_local_copies(
+                        c.path for t in self.trials if t.checkpoint_manager
+                        for c in t.checkpoint_manager.checkpoints
+                    )  # fmt: skip
 
 
 def _worker_uploaded(spec: RunSpec) -> frozenset[str]:

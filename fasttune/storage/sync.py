@@ -105,6 +105,18 @@ class ExperimentSync:
         committed state may still refer to them until then)."""
         self._pending_dirs.extend(local_dirs)
 
+    def drop_local_copies(self, local_dirs: Iterable[str]) -> None:
+        """Remove these directories (checkpoints, which their workers uploaded) from the
+        staging directory. Call after the final sync: storage then holds everything the
+        state refers to, and the driver's disk keeps only the result files, as Ray
+        Tune's keeps no checkpoint of a remote experiment."""
+        import shutil
+
+        root = self._mirror.local_root
+        for local_dir in local_dirs:
+            if os.path.commonpath([root, os.path.abspath(local_dir)]) == root:
+                shutil.rmtree(local_dir, ignore_errors=True)
+
     def sync(self, trial_dirs: Iterable[tuple[str, bool]], *, force: bool = False) -> bool:
         """Publish what changed.
 

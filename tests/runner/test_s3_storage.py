@@ -106,6 +106,8 @@ def test_an_experiment_with_checkpoints_lives_in_s3(s3_server, s3_bucket, isolat
     for name, entry in manifest["files"].items():
         assert s3.cat_file(prefix + entry["key"]) == (staging / name).read_bytes(), name
     assert local - state_files <= stored, local - state_files - stored
+    # The checkpoints are in the bucket only, as Ray Tune leaves them.
+    assert not [rel for rel in local if "/checkpoint_" in rel]
     trial_dirs = {rel.split("/")[0] for rel in local if "/" in rel}
     assert len(trial_dirs) == 3
     for trial_dir in trial_dirs:
