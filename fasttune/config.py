@@ -83,11 +83,14 @@ class FailureConfig:
 
 @dataclass
 class SyncConfig:
-    """Accepted for compatibility with Ray; its fields have no effect.
+    """How a remote experiment reaches its storage (as Ray's; only ``sync_artifacts``
+    has an effect).
 
     With remote storage, workers upload each checkpoint as they make it, and the driver
-    syncs the rest at every experiment snapshot (every 10 s, or
-    ``TUNE_GLOBAL_CHECKPOINT_S``) and at the end.
+    syncs the rest with each new checkpoint (as often as a tenth of its time allows), at
+    every experiment snapshot (every 10 s, or ``TUNE_GLOBAL_CHECKPOINT_S``) and at the
+    end: the result files and whatever else a trial wrote at the top of its directory,
+    and with ``sync_artifacts=True`` its subdirectories too (its checkpoints aside).
     """
 
     sync_period: int = 300

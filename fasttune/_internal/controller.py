@@ -110,7 +110,12 @@ class TuneController:
         # Remote storage: the staging directory is published at each snapshot.
         storage = spec.storage
         self.storage_sync = (
-            ExperimentSync(storage.mirror, STATE_FILES, worker_files=_worker_uploaded(spec))
+            ExperimentSync(
+                storage.mirror,
+                STATE_FILES,
+                worker_files=_worker_uploaded(spec),
+                artifacts=spec.sync_artifacts,
+            )
             if storage is not None and storage.is_remote
             else None
         )

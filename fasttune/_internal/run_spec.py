@@ -48,6 +48,7 @@ class RunSpec:
     max_concurrent_trials: int | None = None
     time_budget_s: float | None = None
     log_to_file: tuple[str | None, str | None] = (None, None)
+    sync_artifacts: bool = False  # remote storage gets the trials' own files too
     chdir: bool = True
     flow: FlowControl = field(default_factory=FlowControl)
     max_pending_trials: int = 1

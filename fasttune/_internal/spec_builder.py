@@ -293,6 +293,7 @@ def build_run_spec(
         max_concurrent_trials=tune_config.max_concurrent_trials or None,  # 0: no limit
         time_budget_s=tune_config.time_budget_s,
         log_to_file=_log_files(run_config.log_to_file),
+        sync_artifacts=bool(run_config.sync_config and run_config.sync_config.sync_artifacts),
         chdir=_chdir_enabled(),
         flow=_flow(executor, scheduler, stopper, criterion, result_files),
         max_pending_trials=_max_pending_trials(search_alg, resource_manager),

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ class ExperimentSync:
         worker_files: Names of files in trial directories that the workers upload
             themselves (captured output on executors whose workers may run on other
             machines): left out here.
+        artifacts: Also publish the subdirectories of the trial directories (what a
+            trial writes in its working directory, ``SyncConfig(sync_artifacts=True)``),
+            except its checkpoints (their workers upload them) and hidden ones.
     """
 
     def __init__(
@@ -70,12 +74,14 @@ class ExperimentSync:
         clock: Callable[[], float] = time.monotonic,
         max_share: float = 0.1,
         worker_files: Iterable[str] = (),
+        artifacts: bool = False,
     ):
         self._mirror = mirror
         self._fs = mirror.filesystem
         self._state = StateCommitter(self._fs, mirror.root, mirror.local_root, state_files)
         self._state_files = frozenset(state_files)
         self._worker_files = frozenset(worker_files)
+        self._artifacts = artifacts
         self._published: dict[str, Stamp] = {}  # local path -> stat of the uploaded version
         self._listed: dict[str, set[str]] = {}  # local directory -> names published from it
         self._finished: set[str] = set()  # trial directories synced after their trial ended
@@ -142,7 +148,11 @@ class ExperimentSync:
         for rel, finished in trial_dirs:
             if rel in self._finished:
                 continue
-            self._scan(os.path.join(root, rel), uploads, vanished, skip=self._worker_files)
+            trial_dir = os.path.join(root, rel)
+            self._scan(trial_dir, uploads, vanished, skip=self._worker_files)
+            if self._artifacts:
+                for directory in _artifact_dirs(trial_dir):
+                    self._scan(directory, uploads, vanished)
             if finished:
                 ended.append(rel)
         self._scan(root, uploads, vanished, skip=self._state_files)
@@ -210,3 +220,18 @@ class ExperimentSync:
         listed = self._listed.get(directory)
         if listed:
             vanished.extend(os.path.join(directory, name) for name in listed - present)
+
+
+_CHECKPOINT_DIR = re.compile(r"checkpoint_\d+$")
+
+
+def _artifact_dirs(trial_dir: str) -> list[str]:
+    """The directories under ``trial_dir`` a trial wrote itself: not hidden, and at its
+    top, not a checkpoint's."""
+    found: list[str] = []
+    for top, dirs, _ in os.walk(trial_dir):
+        dirs[:] = [
+            d for d in dirs if d[0] != "." and not (top == trial_dir and _CHECKPOINT_DIR.match(d))
+        ]
+        found.extend(os.path.join(top, d) for d in dirs)
+    return found

@@ -165,6 +165,27 @@ def test_a_url_with_pyarrow_options_names_its_endpoint(
     assert analysis.best_config == {"x": 2, "n": 2}
 
 
+def _writes_artifacts(config):
+    os.makedirs("plots", exist_ok=True)  # in the trial's directory, its working directory
+    with open("plots/curve.txt", "w") as f:
+        f.write("0.5")
+    tune.report({"score": 1})
+
+
+def test_sync_artifacts_puts_a_trials_own_files_in_the_bucket(s3_server, s3_bucket, isolated_disk):
+    grid = tune.Tuner(
+        _writes_artifacts,
+        run_config=tune.RunConfig(
+            storage_path=f"s3://{s3_bucket}/exps",
+            name="exp",
+            verbose=0,
+            sync_config=tune.SyncConfig(sync_artifacts=True),
+        ),
+    ).fit()
+    stored = _s3(s3_server).find(f"{grid[0].path}/")
+    assert f"{grid[0].path}/plots/curve.txt" in stored
+
+
 def _run(command: str, url: str, staging: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", SCRIPT, command, url],

@@ -84,6 +84,28 @@ def test_trial_files_go_up_whole_checkpoints_and_hidden_files_do_not(mirror):
     assert sync.stats.files_uploaded == 3
 
 
+@pytest.mark.parametrize("artifacts", [False, True])
+def test_a_trials_own_subdirectories_go_up_with_sync_artifacts(mirror, artifacts):
+    # SyncConfig(sync_artifacts=True), as in Ray: what a trial writes under its
+    # directory reaches storage; its checkpoints stay its worker's to upload.
+    local = mirror.local_root
+    write(f"{local}/t1/result.json", b"1\n")
+    write(f"{local}/t1/plots/a/loss.png", b"png")
+    write(f"{local}/t1/.hidden/x", b"x")
+    write(f"{local}/t1/checkpoint_000000/model.bin", b"weights")
+    write(f"{local}/t1/checkpoint_000000/sub/more.bin", b"weights")
+    sync = ExperimentSync(mirror, STATE, clock=Clock(), artifacts=artifacts)
+    sync.sync([("t1", False)])
+    files = stored(mirror)
+    assert ("t1/plots/a/loss.png" in files) is artifacts
+    assert not any("checkpoint_" in p or ".hidden" in p for p in files)
+    if artifacts:  # changed and removed artifacts follow, as trial files do
+        write(f"{local}/t1/plots/a/loss.png", b"png2")
+        os.remove(f"{local}/t1/result.json")
+        sync.sync([("t1", False)])
+        assert stored(mirror)["t1/plots/a/loss.png"] == b"png2"
+
+
 def test_unchanged_files_are_skipped(mirror):
     write(f"{mirror.local_root}/t1/result.json", b"1\n")
     write(f"{mirror.local_root}/t1/params.json", b"{}")
