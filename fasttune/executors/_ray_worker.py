@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from fasttune._support.pickling import dumps
+from fasttune.executors._ray_child_check import install as install_child_check
 from fasttune.executors._trial_output import TrialOutput
 from fasttune.executors.base import Event
 from fasttune.executors.worker_commands import START, Command, TransportClosed
@@ -67,6 +68,7 @@ class RayWorker:
                 sys.path.append(entry)
         self._transport = OutboxTransport()
         self._loop = WorkerLoop(self._transport, isolated=True, sets_visible_gpus=False)
+        install_child_check()  # what a trial starts must fit its group (Ray Tune checks)
         self._output: TrialOutput | None = None  # the hosted trial's, to upload
 
     def step(

@@ -134,3 +134,15 @@ def chatty_fn(config: dict[str, Any]) -> None:
         print(f"err {config['x']} {i}", file=sys.stderr)
         tune.report({"i": i, **placement()})
     print(f"out {config['x']} done", end="")  # no newline: flushed by the upload
+
+
+def child_task_fn(config: dict[str, Any]) -> None:
+    """Starts one task of ``cpus`` CPUs where Ray places it (in the trial's group, which
+    captures it) and reports its answer."""
+    import ray
+
+    @ray.remote
+    def one() -> int:
+        return 1
+
+    tune.report({"value": ray.get(one.options(num_cpus=config["cpus"]).remote()), **placement()})

@@ -20,7 +20,12 @@ from fasttune.schedulers.resource_changing_scheduler import (  # noqa: E402
     DistributeResources,
     ResourceChangingScheduler,
 )
-from tests.executors._ray_trainables import Steps, data_fn, where_fn  # noqa: E402
+from tests.executors._ray_trainables import (  # noqa: E402
+    Steps,
+    child_task_fn,
+    data_fn,
+    where_fn,
+)
 from tests.schedulers._population_trainables import Climber, ResourceReporter  # noqa: E402
 from tests.schedulers.test_hyperband_runs import (  # noqa: E402
     check_final_iterations,
@@ -215,6 +220,27 @@ def test_resource_changing_scheduler_grows_a_trial_over_the_cluster(ray_connecte
     lines = _lines(grid[0].path)
     assert [line["n"] for line in lines] == [1, 2, 3, 4]  # continued from its checkpoint
     assert [line["cpus"] for line in lines] == [1, total, total, total]
+
+
+def test_a_child_task_that_no_spare_bundle_holds_fails_its_trial_at_once(ray_connected, run_config):
+    # Ray would leave it pending for ever, the trial waiting on it; Ray Tune raises.
+    grid = tune.Tuner(
+        tune.with_resources(child_task_fn, {"cpu": 1}),
+        param_space={"cpus": 1},
+        run_config=run_config(name="no_spare"),
+    ).fit()
+    assert grid.num_errors == 1
+    error = grid[0].error
+    assert isinstance(error, RuntimeError), error
+    assert "no bundle of this trial's placement group left free can hold" in str(error)
+    assert "PlacementGroupFactory([{'CPU': 1.0}] + [{'CPU': 1.0}] * N)" in str(error)
+    spare = tune.PlacementGroupFactory([{"CPU": 1}, {"CPU": 1}])
+    grid = tune.Tuner(
+        tune.with_resources(child_task_fn, spare),
+        param_space={"cpus": 1},
+        run_config=run_config(name="spare"),
+    ).fit()
+    assert grid.num_errors == 0 and grid[0].metrics["value"] == 1
 
 
 def test_with_parameters_objects_reach_every_actor(ray_connected, run_config):
