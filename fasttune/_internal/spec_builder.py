@@ -62,6 +62,8 @@ def experiment_location(
     name = run_config.name or default_experiment_name(trainable_name)
     storage = experiment_storage(run_config.storage_path, run_config.storage_filesystem, name)
     if storage.is_remote:
+        # First: a store that cannot be reached or written fails here, saying so.
+        check_writable(storage, run_config.storage_path or storage.uri)
         # A live driver elsewhere runs it: say so (not "already holds an experiment").
         check_lease(storage.filesystem, storage.path, storage.uri)
     if storage.is_remote and not restoring:
@@ -84,7 +86,8 @@ def experiment_location(
             "it with the inline executor (FASTTUNE_EXECUTOR=inline), or use real storage "
             "(a local directory, s3://...)."
         )
-    check_writable(storage, run_config.storage_path or storage.uri)
+    if not storage.is_remote:
+        check_writable(storage, run_config.storage_path or storage.uri)
     return storage
 
 

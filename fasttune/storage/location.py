@@ -42,6 +42,11 @@ _PACKAGES = {
 }
 
 
+class StorageNotWritableError(ValueError, OSError):
+    """The storage cannot be written: a ValueError, as fasttune raised it, and an
+    OSError, as Ray Tune's pyarrow raises it (a missing bucket, an endpoint down)."""
+
+
 class NotAnExperimentPathError(ValueError):
     """A path that cannot be an experiment directory (a bucket's root, say)."""
 
@@ -166,7 +171,8 @@ def check_writable(storage: ExperimentStorage, value: Any, *, owner: str = "RunC
     """Create the experiment directory and write (then delete) a probe file in it.
 
     Raises:
-        ValueError: The storage cannot be written, naming ``value`` and the reason.
+        StorageNotWritableError: The storage cannot be written (a ValueError and an
+            OSError), naming ``value`` and the reason.
     """
     fs = storage.filesystem
     probe = fs.join(storage.path, f".write_test_{uuid.uuid4().hex[:6]}")
@@ -188,7 +194,7 @@ def check_writable(storage: ExperimentStorage, value: Any, *, owner: str = "RunC
             "the AWS_* environment variables, AWS_ENDPOINT_URL for an S3-compatible "
             "server, or RunConfig(storage_filesystem=s3fs.S3FileSystem(...)))."
         )
-        raise ValueError(
+        raise StorageNotWritableError(
             f"{owner}(storage_path={value!r}) is not writable: cannot create files in "
             f"{storage.uri!r} ({reason}). {hint}"
         ) from e

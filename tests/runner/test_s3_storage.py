@@ -364,3 +364,27 @@ def test_a_bucket_that_does_not_exist_is_a_clear_error(s3_server, isolated_disk)
     message = str(info.value)
     assert "RunConfig(storage_path='s3://no-such-bucket/exps') is not writable" in message
     assert "AWS_ENDPOINT_URL" in message
+    assert isinstance(info.value, OSError)  # as Ray's pyarrow raises it
+
+
+def test_an_endpoint_that_does_not_answer_is_a_clear_error(
+    s3_server, s3_bucket, isolated_disk, monkeypatch
+):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    s3fs.S3FileSystem.clear_instance_cache()  # fsspec keeps clients, whatever the variables
+    try:
+        with pytest.raises(OSError) as info:  # botocore's own error before
+            tune.Tuner(
+                _counter,
+                param_space={"x": 1, "n": 1},
+                run_config=tune.RunConfig(storage_path=f"s3://{s3_bucket}/exps", verbose=0),
+            ).fit()
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
+    assert "is not writable" in str(info.value) and "AWS_ENDPOINT_URL" in str(info.value)
