@@ -20,6 +20,7 @@ _HIDDEN_IN_REPR = frozenset(R.AUTO_RESULT_KEYS) | {
     R.CONFIG,
     R.EXPERIMENT_TAG,
     R.SHOULD_CHECKPOINT,
+    R.CHECKPOINT_DIR_NAME,
     "_report_on",
 }
 _ABSENT = object()

@@ -238,6 +238,11 @@ def test_repr_hides_bookkeeping_and_config(make_trial):
     assert f"  path={trial.local_path!r},\n  filesystem='local',\n  checkpoint=None\n)" in text
 
 
+def test_repr_hides_the_checkpoint_folders_name_as_ray_does():
+    result = Result({"score": 8, "checkpoint_dir_name": "checkpoint_000003"}, None, None, "p")
+    assert "metrics={'score': 8}," in repr(result)
+
+
 def test_repr_without_error_or_metrics(tmp_path):
     text = repr(Result(None, None, None, "p"))
     assert (
