@@ -53,6 +53,12 @@ def write(path, data: bytes) -> None:
         f.write(data)
 
 
+def write_files(root, files: dict[str, bytes]) -> None:
+    """Write each ``{path relative to root: content}``."""
+    for rel, data in files.items():
+        write(f"{root}/{rel}", data)
+
+
 def stored(mirror) -> dict[str, bytes]:
     """{path relative to the storage root: content} of every stored object."""
     fs, root = mirror.filesystem, mirror.root.strip("/")
@@ -61,11 +67,16 @@ def stored(mirror) -> dict[str, bytes]:
 
 def test_trial_files_go_up_whole_checkpoints_and_hidden_files_do_not(mirror):
     local = mirror.local_root
-    write(f"{local}/t1/result.json", b"1\n")
-    write(f"{local}/t1/.driver.lock", b"x")
-    write(f"{local}/t1/checkpoint_000000/model.bin", b"weights")
-    write(f"{local}/pbt_global.txt", b"policy")
-    write(f"{local}/experiment_state.json", b"{}")
+    write_files(
+        local,
+        {
+            "t1/result.json": b"1\n",
+            "t1/.driver.lock": b"x",
+            "t1/checkpoint_000000/model.bin": b"weights",
+            "pbt_global.txt": b"policy",
+            "experiment_state.json": b"{}",
+        },
+    )
     sync = new_sync(mirror)
     sync.sync([("t1", False)])
     files = stored(mirror)
@@ -89,11 +100,16 @@ def test_a_trials_own_subdirectories_go_up_with_sync_artifacts(mirror, artifacts
     # SyncConfig(sync_artifacts=True), as in Ray: what a trial writes under its
     # directory reaches storage; its checkpoints stay its worker's to upload.
     local = mirror.local_root
-    write(f"{local}/t1/result.json", b"1\n")
-    write(f"{local}/t1/plots/a/loss.png", b"png")
-    write(f"{local}/t1/.hidden/x", b"x")
-    write(f"{local}/t1/checkpoint_000000/model.bin", b"weights")
-    write(f"{local}/t1/checkpoint_000000/sub/more.bin", b"weights")
+    write_files(
+        local,
+        {
+            "t1/result.json": b"1\n",
+            "t1/plots/a/loss.png": b"png",
+            "t1/.hidden/x": b"x",
+            "t1/checkpoint_000000/model.bin": b"weights",
+            "t1/checkpoint_000000/sub/more.bin": b"weights",
+        },
+    )
     sync = ExperimentSync(mirror, STATE, clock=Clock(), artifacts=artifacts)
     sync.sync([("t1", False)])
     files = stored(mirror)
