@@ -60,7 +60,7 @@ def check_address(where: str, value: Any) -> str:
 
 def require_ray(where: str) -> None:
     """Raise :class:`MissingDependencyError` if ``ray`` is not installed (imports nothing)."""
-    if sys.modules.get("ray", False) is None or importlib.util.find_spec("ray") is None:
+    if not _ray_installed():
         raise MissingDependencyError(
             f"{where} runs trials on a Ray cluster, which needs the optional package 'ray', "
             f"which is not installed. Install it with: {RAY_INSTALL_HINT}"
@@ -101,4 +101,5 @@ def ray_target() -> RayTarget | None:
 
 
 def _ray_installed() -> bool:
+    """Whether ``import ray`` can work (a test may block it: ``sys.modules["ray"] = None``)."""
     return sys.modules.get("ray", False) is not None and importlib.util.find_spec("ray") is not None

@@ -7,9 +7,7 @@ when it shuts down. Ray is imported here and nowhere at ``import fasttune``.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from types import ModuleType
@@ -30,23 +28,6 @@ def import_ray(where: str = "The Ray executor") -> ModuleType:
     ``pip install "fasttune[ray]"`` line."""
     require_ray(where)
     return import_optional("ray", extra="ray", feature=where)
-
-
-def warm_serialization(ray: ModuleType) -> None:
-    """Have Ray build this process's serialization context now, in a thread.
-
-    Ray builds it on the first object it serializes (the first trial's actor start,
-    in ``fit()``), importing pyarrow and pydantic when they are installed, as they are
-    with Ray Tune: ~0.18 s here, before any actor could start. Started when the Tuner
-    is built, it is ready by the time ``fit()`` needs it. A put of ``None`` is the
-    cheapest public call that builds it.
-    """
-
-    def put_nothing() -> None:
-        with contextlib.suppress(Exception):  # disconnected meanwhile: fit() will say
-            ray.put(None)
-
-    threading.Thread(target=put_nothing, name="fasttune-ray-warm-up", daemon=True).start()
 
 
 class RayConnection:
