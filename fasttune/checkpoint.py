@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from fasttune.storage.filesystem import FileSystem, get_fs_and_path
-from fasttune.storage.fsspec_filesystem import FsspecFileSystem
 
 _METADATA_FILE = ".metadata.json"
 
@@ -20,8 +18,8 @@ class Checkpoint:
 
     Args:
         path: Directory path or URL (``s3://...``, ``memory://...``) of the checkpoint.
-        filesystem: The :class:`~fasttune.storage.FileSystem` (or fsspec filesystem)
-            serving ``path``; inferred from the path when omitted.
+        filesystem: The :class:`~fasttune.storage.FileSystem`, fsspec or pyarrow
+            filesystem serving ``path``; inferred from the path when omitted.
 
     Raises:
         TypeError: If ``path`` is not a string or path, or ``filesystem`` is not a
@@ -36,7 +34,7 @@ class Checkpoint:
         True
     """
 
-    def __init__(self, path: str | os.PathLike[str], filesystem: FileSystem | None = None):
+    def __init__(self, path: str | os.PathLike[str], filesystem: Any = None):
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(
                 f"Checkpoint(path=...) must be a directory path or URL string, got "
@@ -45,13 +43,13 @@ class Checkpoint:
         if filesystem is None:
             filesystem, path = get_fs_and_path(path)
         elif not isinstance(filesystem, FileSystem):
-            fsspec = sys.modules.get("fsspec")
-            if fsspec is None or not isinstance(filesystem, fsspec.AbstractFileSystem):
-                raise TypeError(
-                    "Checkpoint(filesystem=...) must be a fasttune.storage.FileSystem or an "
-                    f"fsspec filesystem, got {type(filesystem).__name__}: {filesystem!r}"
-                )
-            filesystem = FsspecFileSystem(filesystem)
+            # An fsspec or pyarrow filesystem (as Ray's Checkpoint takes), wrapped as
+            # RunConfig(storage_filesystem=...) wraps it.
+            from fasttune.storage.location import filesystem_and_path
+
+            filesystem, path = filesystem_and_path(
+                path, filesystem, owner="Checkpoint", param="path", fs_param="filesystem"
+            )
         self.path: str = os.fspath(path)
         self.filesystem: FileSystem = filesystem
 

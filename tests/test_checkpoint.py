@@ -122,6 +122,19 @@ def test_explicit_filesystem(memory_ckpt):
         assert read_files(local) == FILES
 
 
+def test_a_pyarrow_filesystem_as_rays_checkpoint_takes_it(tmp_path):
+    pafs = pytest.importorskip("pyarrow.fs")
+    write_files(tmp_path / "ckpt", FILES)
+    local = Checkpoint(str(tmp_path / "ckpt"), filesystem=pafs.LocalFileSystem())
+    assert isinstance(local.filesystem, LocalFileSystem)
+    with local.as_directory() as d:
+        assert read_files(d) == FILES
+    sub = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())  # not local to us
+    remote = Checkpoint("ckpt", filesystem=sub)
+    assert remote.to_directory(str(tmp_path / "copy")) == str(tmp_path / "copy")
+    assert read_files(tmp_path / "copy") == FILES
+
+
 @pytest.mark.parametrize("bad", [123, None, b"/tmp/bytes", ["/tmp/a"], 1.5])
 def test_bad_path_type_names_the_parameter(bad):
     with pytest.raises(TypeError, match=r"path=") as info:

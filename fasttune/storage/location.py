@@ -233,7 +233,12 @@ def _resolve_root(
 
 
 def filesystem_and_path(
-    path: str | os.PathLike[str], storage_filesystem: Any = None, *, owner: str, param: str
+    path: str | os.PathLike[str],
+    storage_filesystem: Any = None,
+    *,
+    owner: str,
+    param: str,
+    fs_param: str = "storage_filesystem",
 ) -> tuple[FileSystem, str]:
     """The filesystem serving ``path`` and the path within it, for reading: inside
     ``storage_filesystem`` (fasttune, fsspec or pyarrow) when given, else inferred from
@@ -246,7 +251,7 @@ def filesystem_and_path(
     """
     text = os.fspath(path)
     if storage_filesystem is not None:
-        fs = _wrap_filesystem(storage_filesystem, owner)
+        fs = _wrap_filesystem(storage_filesystem, owner, fs_param)
         if fs.is_local:
             return fs, os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
         return fs, text
@@ -314,7 +319,7 @@ def _fsspec_for(url: str, owner: str) -> Any:
     return fs
 
 
-def _wrap_filesystem(obj: Any, owner: str) -> FileSystem:
+def _wrap_filesystem(obj: Any, owner: str, param: str = "storage_filesystem") -> FileSystem:
     """``storage_filesystem`` as a fasttune ``FileSystem`` (local ones as the local one)."""
     if isinstance(obj, FileSystem):
         return obj
@@ -330,13 +335,13 @@ def _wrap_filesystem(obj: Any, owner: str) -> FileSystem:
             from fsspec.implementations.arrow import ArrowFSWrapper
         except ImportError as e:
             raise MissingDependencyError(
-                f"{owner}(storage_filesystem={_short(obj)}) needs fsspec to use a pyarrow "
+                f"{owner}({param}={_short(obj)}) needs fsspec to use a pyarrow "
                 "filesystem, which is not installed. Install it with: "
                 'pip install "fasttune[fsspec]"'
             ) from e
         return FsspecFileSystem(ArrowFSWrapper(obj))
     raise TypeError(
-        f"{owner}(storage_filesystem=...) must be an fsspec filesystem (e.g. "
+        f"{owner}({param}=...) must be an fsspec filesystem (e.g. "
         "s3fs.S3FileSystem(...)), a pyarrow.fs.FileSystem or a fasttune.storage.FileSystem, "
         f"got {type(obj).__name__}: {_short(obj)}"
     )
