@@ -9,6 +9,7 @@ import random
 import shutil
 import signal
 import tempfile
+import time
 
 import pytest
 
@@ -822,6 +823,10 @@ def _checkpoints_every_second_step(config):
         with checkpoint.as_directory() as d, open(os.path.join(d, "state.json")) as f:
             step, acc = json.load(f)
     while step < 25:  # 6 perturbations: some exploit, whatever the timing
+        # Steps of ~10 ms keep the four trials abreast: one that ran all its steps
+        # before another began (a slow start of its worker) left the population no
+        # perturbation to exploit at (one full run in ~30 failed so).
+        time.sleep(0.01)
         step += 1
         acc += config["lr"] * (1 if config["lr"] < 0.5 else -1)
         with tempfile.TemporaryDirectory() as d:
