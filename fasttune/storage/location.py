@@ -120,7 +120,7 @@ def locate_experiment(
     inside ``storage_filesystem``)."""
     text = os.fspath(path)
     if not is_url(text) and storage_filesystem is None:
-        text = os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
+        text = _local_path(text)
         return experiment_storage(os.path.dirname(text), None, os.path.basename(text), owner=owner)
     text, query = _split_options(text) if is_url(text) else (text, "")
     scheme, sep, rest = text.partition("://") if is_url(text) else ("", "", text)
@@ -214,19 +214,19 @@ def _resolve_root(
             )
         text = os.fspath(storage_path)
         if fs.is_local:
-            root = os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
+            root = _local_path(text)
             return fs, root, root
         assert isinstance(fs, FsspecFileSystem)
         root = fs.fs._strip_protocol(text).rstrip("/")
         return fs, root, fs.fs.unstrip_protocol(root)
     text = os.fspath(storage_path) if storage_path is not None else default_storage_path()
     if not is_url(text):
-        root = os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
+        root = _local_path(text)
         return local_filesystem(), root, root
-    base, query = _split_options(text)
-    if query:  # options, as Ray reads them with pyarrow: s3://b/p?endpoint_override=...
-        arrow_fs, root = _pyarrow_from_uri(text, owner)
-        return _wrap_filesystem(arrow_fs, owner), root.rstrip("/"), base.rstrip("/") + query
+    opened = _opened_with_options(text, owner, "storage_path")
+    if opened is not None:
+        base, query = _split_options(text)
+        return opened[0], opened[1], base.rstrip("/") + query
     fs = FsspecFileSystem(_fsspec_for(text, owner))
     root = fs.fs._strip_protocol(text).rstrip("/")
     return fs, root, text.rstrip("/")
@@ -253,12 +253,15 @@ def filesystem_and_path(
     if storage_filesystem is not None:
         fs = _wrap_filesystem(storage_filesystem, owner, fs_param)
         if fs.is_local:
-            return fs, os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
+            return fs, _local_path(text)
         return fs, text
-    if is_url(text) and _split_options(text)[1]:
-        arrow_fs, inner = _pyarrow_from_uri(text, owner, param)
-        return _wrap_filesystem(arrow_fs, owner), inner.rstrip("/")
-    return get_fs_and_path(text)
+    opened = _opened_with_options(text, owner, param) if is_url(text) else None
+    return opened if opened is not None else get_fs_and_path(text)
+
+
+def _local_path(text: str) -> str:
+    """A local path as given (``~``, ``file://``, relative) made absolute."""
+    return os.path.abspath(os.path.expanduser(text.removeprefix("file://")))
 
 
 def _split_options(url: str) -> tuple[str, str]:
@@ -267,7 +270,16 @@ def _split_options(url: str) -> tuple[str, str]:
     return base, sep + query
 
 
-def _pyarrow_from_uri(url: str, owner: str, param: str = "storage_path") -> tuple[Any, str]:
+def _opened_with_options(url: str, owner: str, param: str) -> tuple[FileSystem, str] | None:
+    """``(filesystem, path in it)`` of a URL with options after ``?``, opened as Ray
+    opens it (:func:`_pyarrow_from_uri`); None for a URL without options."""
+    if not _split_options(url)[1]:
+        return None
+    arrow_fs, path = _pyarrow_from_uri(url, owner, param)
+    return _wrap_filesystem(arrow_fs, owner), path.rstrip("/")
+
+
+def _pyarrow_from_uri(url: str, owner: str, param: str) -> tuple[Any, str]:
     """The pyarrow filesystem and path of a URL with options after ``?``
     (``endpoint_override``, ``scheme``, ``region``...), read as Ray Tune reads them:
     with ``pyarrow.fs.FileSystem.from_uri``."""
