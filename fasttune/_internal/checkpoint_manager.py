@@ -65,6 +65,11 @@ class CheckpointManager:
         return Checkpoint(os.path.join(self.trial_dir, tracked.dir_name))
 
     @property
+    def registered(self) -> int:
+        """How many checkpoints were registered, deleted ones included (a change count)."""
+        return self._order
+
+    @property
     def latest(self) -> TrackedCheckpoint | None:
         return max(self._checkpoints, key=lambda c: c.order, default=None)
 

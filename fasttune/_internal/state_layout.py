@@ -10,7 +10,10 @@ Layout of an experiment directory (besides one directory per trial):
   durable), so its cost follows the live trials, not the experiment's size;
 - ``experiment_state.journal``: one checksummed JSON line per trial change since the
   snapshot (a trial added, started, checkpointed, failed, finished). Lines carry a sequence
-  number; lines at or below the snapshot's number are already in it. Results are
+  number; lines at or below the snapshot's number are already in it. A line holds a
+  trial's whole state (``{"seq", "trial"}``), or, for a start that changed nothing
+  else, the change alone (``{"seq", "change"}``: id, status, start time,
+  ``ending_told``), applied to the record before it. Results are
   never journaled (they live in each trial's ``result.json``), so the cost of the
   state does not grow with the number of results;
 
@@ -60,9 +63,10 @@ STATE_FILES = (
     CALLBACK_STATE_FILE,
     TUNER_FILE,
 )
-# 3: checksummed journal, base records and configs log (2 and 1 are read too)
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# 4: journal lines may hold a start's change alone; 3: checksummed journal, base
+# records and configs log (3, 2 and 1 are read too)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 
 class CompletionBitmap:

@@ -124,8 +124,15 @@ def load_state(
     for entry in read_json_lines(os.path.join(path, JOURNAL_FILE)):
         if entry["seq"] <= snapshot_seq:
             continue
-        trials[entry["trial"]["trial_id"]] = entry["trial"]
         last_seq = max(last_seq, entry["seq"])
+        whole = entry.get("trial")
+        if whole is not None:
+            trials[whole["trial_id"]] = whole
+            continue
+        change = entry["change"]  # a trial's start: its status, start time, ending_told
+        changed = trials.get(change["trial_id"])
+        if changed is not None:  # else its whole record was lost: rebuilt from its folder
+            trials[change["trial_id"]] = {**changed, **change}
     configs = read_configs(os.path.join(path, CONFIGS_FILE)) if pickles else {}
     rebuilt = records_from_folders(path, set(trials))
     known = set(trials) | {r["trial_id"] for r in rebuilt}

@@ -224,7 +224,7 @@ class TrialLifecycle:
             self._restoring.add(trial.trial_id)
         self._launched.add(trial.trial_id)
         trial.ending_told = False  # a trial run again ends again
-        self._set_status(trial, RUNNING)
+        self._set_status(trial, RUNNING, start=True)
 
     def queue(self, trial: Trial, after_trial_id: str, launch: Any) -> bool:
         """Queue a PENDING trial behind launched trial ``after_trial_id``; False (and
@@ -242,7 +242,7 @@ class TrialLifecycle:
         del self._queued[trial.trial_id]
         self._launched.add(trial.trial_id)
         trial.ending_told = False
-        self._set_status(trial, RUNNING)
+        self._set_status(trial, RUNNING, start=True)
 
     def unqueued(self, trial: Trial) -> None:
         """A queued trial waits again (the executor gave it back)."""
@@ -407,7 +407,7 @@ class TrialLifecycle:
         self._restoring.discard(trial.trial_id)
         self._resources.release(trial.trial_id)
 
-    def _set_status(self, trial: Trial, status: TrialStatus) -> None:
+    def _set_status(self, trial: Trial, status: TrialStatus, *, start: bool = False) -> None:
         if status not in ALLOWED_TRANSITIONS[trial.status]:
             raise InvalidTransition(
                 f"trial {trial.trial_id}: {trial.status} -> {status} is not a transition "
@@ -419,4 +419,7 @@ class TrialLifecycle:
             self._waiting_order = None
         elif self._waiting.pop(trial.trial_id, None) is not None:
             self._waiting_order = None
-        self._state.record_trial(trial)
+        if start:
+            self._state.record_start(trial)
+        else:
+            self._state.record_trial(trial)

@@ -79,7 +79,7 @@ def test_an_ending_no_callback_hears_is_journaled_once_as_told(tmp_path):
             records = read_lines(f.read()).records
         states = [
             (r["status"], r["ending_told"])
-            for r in (record["trial"] for record in records)
+            for r in (record.get("trial") or record["change"] for record in records)
             if r["trial_id"] == trial_id
         ]
         assert states == expected

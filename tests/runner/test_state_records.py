@@ -148,3 +148,66 @@ def test_completion_bitmap_round_trip():
     bits = done.to_bytes()
     assert positions_in_bitmap(bits) == [0, 7, 8, 999]
     assert len(bits) < 1000 // 8 + 80  # a bit per trial, not an id
+
+
+def start(store: ExperimentStateStore, trial: Trial) -> None:
+    trial.ending_told = False
+    trial.set_status(TrialStatus.RUNNING)
+    store.record_start(trial)
+
+
+def test_a_start_that_changes_nothing_else_is_journaled_as_the_change_alone(tmp_path):
+    path = str(tmp_path)
+    store, trials = started_store(path, 3)
+    start(store, trials[0])
+    trials[1].set_experiment_tag("1_x=2")  # changed while pending: the whole record
+    start(store, trials[1])
+    journal = lines(os.path.join(path, JOURNAL_FILE))
+    assert journal[0] == {
+        "seq": 4,
+        "change": {
+            "trial_id": "abc_00000",
+            "status": "RUNNING",
+            "start_time": trials[0].start_time,
+            "ending_told": False,
+        },
+    }
+    assert journal[1]["trial"]["experiment_tag"] == "1_x=2"
+    store.close()
+
+    loaded = {t["trial_id"]: t for t in ExperimentStateStore(path).load().trials}
+    assert loaded["abc_00000"]["status"] == "RUNNING"
+    assert loaded["abc_00000"]["start_time"] == trials[0].start_time
+    assert loaded["abc_00000"]["pos"] == 0  # the rest from the record before
+    assert loaded["abc_00001"]["experiment_tag"] == "1_x=2"
+    assert loaded["abc_00002"]["status"] == "PENDING"
+
+
+def test_a_start_after_a_snapshot_or_a_restart_is_applied_in_order(tmp_path):
+    path = str(tmp_path)
+    store, trials = started_store(path, 2)
+    start(store, trials[0])
+    store.snapshot(trials, {})  # the start is in the snapshot now
+    finish(store, trials[0], 7)
+    trials[1].num_failures = 1  # changed since its last record: the whole state
+    start(store, trials[1])
+    store.close()
+    loaded = {t["trial_id"]: t for t in ExperimentStateStore(path).load().trials}
+    assert loaded["abc_00000"]["status"] == "TERMINATED"
+    assert loaded["abc_00000"]["last_result"] == {"x": 7}
+    assert loaded["abc_00001"]["status"] == "RUNNING"
+    assert loaded["abc_00001"]["num_failures"] == 1
+
+    # A restored store wrote no record of the trials it loaded: their starts are
+    # written whole; a trial it records itself starts with the change alone.
+    restored = ExperimentStateStore(path)
+    restored.load()
+    loaded_trial, new_trial = make_trials(path, 3)[1:]
+    start(restored, loaded_trial)
+    restored.record_trial(new_trial)
+    start(restored, new_trial)
+    restored.close()
+    journal = lines(os.path.join(path, JOURNAL_FILE))
+    assert [next(k for k in r if k != "seq") for r in journal[-3:]] == ["trial", "trial", "change"]
+    assert journal[-3]["trial"]["trial_id"] == "abc_00001"
+    assert journal[-1]["change"]["trial_id"] == "abc_00002"
