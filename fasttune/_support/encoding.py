@@ -115,8 +115,41 @@ def encode_result_line(result: Any) -> bytes:
     return (text + "\n").encode("ascii")
 
 
+def _flat_config_encoder() -> Any:
+    """A C encoder writing a dict of plain values as ``json.dumps(..., indent=2,
+    sort_keys=True)`` does but for the braces' line breaks: its item separator
+    carries the newline and indent. ``json.dumps`` with an indent takes its pure-Python
+    encoder, 7 us for a one-key config, once per trial start; this one, 1 us."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return None
+    return make(
+        None,
+        _LINE_ENCODER.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        ": ",
+        ",\n  ",
+        True,  # sort_keys
+        False,
+        True,
+    )
+
+
+_FLAT_CONFIG_ENCODER = _flat_config_encoder()
+_PLAIN_TYPES = frozenset((str, int, float, bool, type(None)))
+
+
 def encode_config(config: dict[str, Any]) -> str:
     """Render a config as indented, key-sorted JSON, as Ray writes ``params.json``."""
+    if (
+        _FLAT_CONFIG_ENCODER is not None
+        and type(config) is dict
+        and config
+        and all(type(key) is str for key in config)
+        and all(type(value) in _PLAIN_TYPES for value in config.values())
+    ):
+        return "{\n  " + "".join(_FLAT_CONFIG_ENCODER(config, 0))[1:-1] + "\n}"
     try:
         return json.dumps(config, indent=2, sort_keys=True, cls=SafeFallbackEncoder)
     except (TypeError, ValueError):

@@ -266,18 +266,30 @@ def open_creating_dirs(path: str, flags: int, mode: int = 0o666) -> int:
         return os.open(path, flags, mode)
 
 
-# Temp names unique across processes and hosts (a random token drawn once per
-# process) and within a process (a counter): no random draw per write.
-_TEMP_TOKEN = os.urandom(4).hex()
+# Temp names unique across processes and hosts (a random token and the pid, drawn
+# once per process and again in a forked child) and within a process (a counter):
+# no random draw and no getpid() per write.
+def _new_temp_token() -> str:
+    return f"{os.urandom(4).hex()}{os.getpid():x}"
+
+
+_temp_token = _new_temp_token()
 _temp_counter = itertools.count()
+
+
+def _renew_temp_token() -> None:
+    global _temp_token
+    _temp_token = _new_temp_token()
+
+
+os.register_at_fork(after_in_child=_renew_temp_token)
 
 
 def _temp_path_beside(path: str) -> tuple[str, str]:
     """(directory, hidden unique temp path) for an atomic write of ``path``; the
     directory may not exist yet."""
-    directory = os.path.dirname(os.path.abspath(path))
-    name = f".{os.path.basename(path)}.{_TEMP_TOKEN}{os.getpid():x}.{next(_temp_counter)}.tmp"
-    return directory, os.path.join(directory, name)
+    directory, name = os.path.split(path if path.startswith("/") else os.path.abspath(path))
+    return directory, f"{directory}/.{name}.{_temp_token}.{next(_temp_counter)}.tmp"
 
 
 def _fsync_dir(directory: str) -> None:
@@ -306,8 +318,10 @@ def atomic_write_bytes(
     whole after a power loss, but may be its previous version.
     """
     # os-level calls, not atomic_open's file object: no buffer, no fstat and no isatty
-    # probe; 28 against 48 us per small file here (two per trial start).
-    with _replacing(os.fspath(path), durable=durable, sync_dir=sync_dir) as tmp:
+    # probe; and no context manager: 22 against 28 us per small file here (two per
+    # trial start), where a plain create and write costs 16.
+    directory, tmp = _temp_path_beside(os.fspath(path))
+    try:
         fd = open_creating_dirs(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC)
         try:
             view = memoryview(data)
@@ -317,6 +331,13 @@ def atomic_write_bytes(
                 os.fsync(fd)
         finally:
             os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+        raise
+    if durable and sync_dir:
+        _fsync_dir(directory)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:

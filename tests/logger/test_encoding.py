@@ -75,6 +75,24 @@ def test_config_is_sorted_and_indented() -> None:
     assert text == json.dumps({"a": {"x": [1], "y": 0.5}, "b": 1}, indent=2)
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"x": 0.5},
+        {"lr": 1e-300, "n": 10**30, "on": True, "off": False, "none": None, "s": ""},
+        {"nan": math.nan, "inf": math.inf, "-inf": -math.inf},
+        {"ü": 'é\n\t"\\', "": "\x00\x1f", "a b": "\U0001d11e", "Z": 1, "_": 2},
+        {"flag": np.True_, "f": np.float64(0.1)},  # numpy values: the general path
+        {"nested": {"b": 1, "a": [1, 2]}, "x": 1},
+    ],
+)
+def test_a_config_is_written_as_json_dumps_indents_and_sorts_it(config) -> None:
+    # Flat configs of plain values take a faster encoder: the same text.
+    expected = json.dumps(config, indent=2, sort_keys=True, cls=SafeFallbackEncoder)
+    assert encode_config(config) == expected
+
+
 def test_config_with_mixed_key_types_is_still_written() -> None:
     assert json.loads(encode_config({"a": 1, 2: "b", (3,): "c"})) == {
         "a": 1,
