@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from fasttune.storage.arrow_view import arrow_filesystem
 from fasttune.storage.filesystem import FileSystem, get_fs_and_path
 
 _METADATA_FILE = ".metadata.json"
@@ -40,18 +41,21 @@ class Checkpoint:
                 f"Checkpoint(path=...) must be a directory path or URL string, got "
                 f"{type(path).__name__}: {path!r}"
             )
-        if filesystem is None:
-            filesystem, path = get_fs_and_path(path)
-        elif not isinstance(filesystem, FileSystem):
-            # An fsspec or pyarrow filesystem (as Ray's Checkpoint takes), wrapped as
-            # RunConfig(storage_filesystem=...) wraps it.
-            from fasttune.storage.location import filesystem_and_path
+        self._filesystem, self.path = _own_filesystem(os.fspath(path), filesystem)
+        self._arrow: Any = None
 
-            filesystem, path = filesystem_and_path(
-                path, filesystem, owner="Checkpoint", param="path", fs_param="filesystem"
-            )
-        self.path: str = os.fspath(path)
-        self.filesystem: FileSystem = filesystem
+    @property
+    def filesystem(self) -> Any:
+        """The filesystem :attr:`path` is on: a ``pyarrow.fs.FileSystem``, as in Ray
+        Tune (fasttune's own :class:`~fasttune.storage.FileSystem` without pyarrow)."""
+        if self._arrow is None:
+            self._arrow = arrow_filesystem(self._filesystem)
+        return self._arrow
+
+    @filesystem.setter
+    def filesystem(self, filesystem: Any) -> None:
+        self._filesystem, self.path = _own_filesystem(self.path, filesystem)
+        self._arrow = None
 
     @classmethod
     def from_directory(cls, path: str | os.PathLike[str]) -> Checkpoint:
@@ -63,14 +67,14 @@ class Checkpoint:
         if path is not None:
             target = os.fspath(path)
             os.makedirs(target, exist_ok=True)
-            self.filesystem.download_dir(self.path, target)
+            self._filesystem.download_dir(self.path, target)
             return target
         import shutil  # here: a worker process seldom needs them
         import tempfile
 
         target = tempfile.mkdtemp(prefix="checkpoint_tmp_")
         try:
-            self.filesystem.download_dir(self.path, target)
+            self._filesystem.download_dir(self.path, target)
         except BaseException:
             shutil.rmtree(target, ignore_errors=True)
             raise
@@ -83,7 +87,7 @@ class Checkpoint:
         A local checkpoint is yielded in place (no copy, do not modify it); a remote
         one is downloaded to a temporary directory that is deleted afterwards.
         """
-        if self.filesystem.is_local:
+        if self._filesystem.is_local:
             yield self.path
             return
         import shutil
@@ -96,10 +100,10 @@ class Checkpoint:
 
     def get_metadata(self) -> dict[str, Any]:
         """Return the metadata dict stored with the checkpoint (empty if none)."""
-        meta_path = self.filesystem.join(self.path, _METADATA_FILE)
-        if not self.filesystem.exists(meta_path):
+        meta_path = self._filesystem.join(self.path, _METADATA_FILE)
+        if not self._filesystem.exists(meta_path):
             return {}
-        return dict(self.filesystem.read_json(meta_path))
+        return dict(self._filesystem.read_json(meta_path))
 
     def set_metadata(self, metadata: dict[str, Any]) -> None:
         """Replace the checkpoint's metadata (must be JSON-serialisable)."""
@@ -110,8 +114,8 @@ class Checkpoint:
             raise TypeError(
                 f"Checkpoint.set_metadata(metadata=...) must be JSON-serialisable: {e}"
             ) from e
-        self.filesystem.makedirs(self.path)
-        self.filesystem.write_text_atomic(self.filesystem.join(self.path, _METADATA_FILE), text)
+        self._filesystem.makedirs(self.path)
+        self._filesystem.write_text_atomic(self._filesystem.join(self.path, _METADATA_FILE), text)
 
     def update_metadata(self, metadata: dict[str, Any]) -> None:
         """Merge ``metadata`` into the checkpoint's metadata."""
@@ -121,25 +125,47 @@ class Checkpoint:
         self.set_metadata(merged)
 
     def __repr__(self) -> str:
-        return f"Checkpoint(filesystem={self.filesystem.type_name}, path={self.path})"
+        return f"Checkpoint(filesystem={self._filesystem.type_name}, path={self.path})"
 
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, Checkpoint)
             and other.path == self.path
-            and type(other.filesystem) is type(self.filesystem)
-            and other.filesystem.type_name == self.filesystem.type_name
+            and type(other._filesystem) is type(self._filesystem)
+            and other._filesystem.type_name == self._filesystem.type_name
         )
 
     def __hash__(self) -> int:
         return hash(self.path)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "filesystem": self.filesystem}
+        return {"path": self.path, "filesystem": self._filesystem}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
-        self.filesystem = state["filesystem"]
+        self._filesystem = state["filesystem"]
+        self._arrow = None
+
+
+def _own_filesystem(path: str, filesystem: Any) -> tuple[FileSystem, str]:
+    """fasttune's filesystem for ``path`` and the path within it: inferred from the path
+    without ``filesystem``; a fasttune, fsspec or pyarrow ``filesystem`` (as Ray's
+    Checkpoint takes) wrapped as ``RunConfig(storage_filesystem=...)`` wraps it."""
+    if filesystem is None:
+        return get_fs_and_path(path)
+    if isinstance(filesystem, FileSystem):
+        return filesystem, path
+    from fasttune.storage.location import filesystem_and_path
+
+    return filesystem_and_path(
+        path, filesystem, owner="Checkpoint", param="path", fs_param="filesystem"
+    )
+
+
+def storage_filesystem_of(checkpoint: Checkpoint) -> FileSystem:
+    """The :class:`~fasttune.storage.FileSystem` fasttune reads ``checkpoint`` with
+    (its :attr:`~Checkpoint.filesystem` is pyarrow's, for users)."""
+    return checkpoint._filesystem
 
 
 def _check_metadata_dict(method: str, metadata: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import sys
 import tempfile
 import uuid
 
@@ -14,6 +15,7 @@ import pytest
 
 import fasttune
 from fasttune import Checkpoint
+from fasttune.checkpoint import storage_filesystem_of
 from fasttune.logger import NoopLogger
 from fasttune.storage import FsspecFileSystem, LocalFileSystem, get_fs_and_path
 
@@ -92,7 +94,7 @@ def test_from_directory_is_local_and_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     c = Checkpoint.from_directory("rel")
     assert isinstance(c, Checkpoint)
-    assert isinstance(c.filesystem, LocalFileSystem)
+    assert isinstance(storage_filesystem_of(c), LocalFileSystem)
     assert c.path == str(tmp_path / "rel")
 
 
@@ -101,22 +103,53 @@ def test_pathlike_home_and_file_url_paths(tmp_path, monkeypatch):
     assert Checkpoint(tmp_path / "a").path == str(tmp_path / "a")
     assert Checkpoint("~/b").path == str(tmp_path / "b")
     assert Checkpoint(f"file://{tmp_path}/c").path == str(tmp_path / "c")
-    assert isinstance(Checkpoint(f"file://{tmp_path}/c").filesystem, LocalFileSystem)
+    assert isinstance(storage_filesystem_of(Checkpoint(f"file://{tmp_path}/c")), LocalFileSystem)
 
 
 def test_memory_url_checkpoint(memory_url):
     c = Checkpoint(memory_url + "/x")
-    assert isinstance(c.filesystem, FsspecFileSystem)
-    assert not c.filesystem.is_local
+    assert isinstance(storage_filesystem_of(c), FsspecFileSystem)
+    assert not storage_filesystem_of(c).is_local
     assert "://" not in c.path
     assert c.path.endswith(memory_url.split("://", 1)[1] + "/x")
+
+
+def test_filesystem_is_pyarrows_as_in_ray(tmp_path, memory_ckpt, monkeypatch):
+    """Ray's Checkpoint.filesystem is a pyarrow filesystem, on which user code calls
+    pyarrow; given back to Checkpoint(), it is the same checkpoint."""
+    import pyarrow.fs as pafs
+
+    write_files(tmp_path / "ckpt", FILES)
+    local = Checkpoint(str(tmp_path / "ckpt"))
+    assert isinstance(local.filesystem, pafs.LocalFileSystem)
+    assert local.filesystem is local.filesystem  # made once
+    info = memory_ckpt.filesystem.get_file_info(f"{memory_ckpt.path}/.hidden")
+    assert isinstance(memory_ckpt.filesystem, pafs.FileSystem) and info.size == len(b"secret")
+    with memory_ckpt.filesystem.open_input_stream(f"{memory_ckpt.path}/.hidden") as f:
+        assert f.read() == b"secret"
+    pafs.copy_files(
+        memory_ckpt.path,
+        str(tmp_path / "copied"),
+        source_filesystem=memory_ckpt.filesystem,
+        destination_filesystem=pafs.LocalFileSystem(),
+    )
+    assert read_files(tmp_path / "copied") == FILES
+    assert Checkpoint(memory_ckpt.path, filesystem=memory_ckpt.filesystem) == memory_ckpt
+    # The user's own pyarrow filesystem comes back as it was given.
+    sub = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    assert Checkpoint("ckpt", filesystem=sub).filesystem is sub
+    # Unpickled, the view is made again.
+    assert isinstance(pickle.loads(pickle.dumps(memory_ckpt)).filesystem, pafs.PyFileSystem)
+    # Without pyarrow: fasttune's own filesystem.
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    assert Checkpoint(str(tmp_path / "ckpt")).filesystem is storage_filesystem_of(local)
 
 
 def test_explicit_filesystem(memory_ckpt):
     wrapped = Checkpoint(memory_ckpt.path, filesystem=memory_ckpt.filesystem)
     assert wrapped == memory_ckpt
     raw = Checkpoint(memory_ckpt.path, filesystem=fsspec.filesystem("memory"))
-    assert isinstance(raw.filesystem, FsspecFileSystem)
+    assert isinstance(storage_filesystem_of(raw), FsspecFileSystem)
     assert raw == memory_ckpt
     with raw.as_directory() as local:
         assert read_files(local) == FILES
@@ -126,7 +159,7 @@ def test_a_pyarrow_filesystem_as_rays_checkpoint_takes_it(tmp_path):
     pafs = pytest.importorskip("pyarrow.fs")
     write_files(tmp_path / "ckpt", FILES)
     local = Checkpoint(str(tmp_path / "ckpt"), filesystem=pafs.LocalFileSystem())
-    assert isinstance(local.filesystem, LocalFileSystem)
+    assert isinstance(storage_filesystem_of(local), LocalFileSystem)
     with local.as_directory() as d:
         assert read_files(d) == FILES
     sub = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())  # not local to us
@@ -234,10 +267,7 @@ def test_as_directory_remote_is_a_temp_copy_removed_afterwards(memory_ckpt, priv
     assert not os.path.exists(d)
     assert os.listdir(private_tempdir) == []
     # The remote checkpoint itself is untouched.
-    assert (
-        memory_ckpt.filesystem.read_bytes(memory_ckpt.filesystem.join(memory_ckpt.path, ".hidden"))
-        == b"secret"
-    )
+    assert fsspec.filesystem("memory").cat_file(f"{memory_ckpt.path}/.hidden") == b"secret"
 
 
 def test_as_directory_remote_removes_copy_when_block_raises(memory_ckpt, private_tempdir):
@@ -327,7 +357,7 @@ def test_pickle_round_trip(ckpt, dumps, loads):
     clone = loads(dumps(ckpt))
     assert clone == ckpt
     assert clone.path == ckpt.path
-    assert type(clone.filesystem) is type(ckpt.filesystem)
+    assert type(storage_filesystem_of(clone)) is type(storage_filesystem_of(ckpt))
     assert repr(clone) == repr(ckpt)
     assert clone.get_metadata() == {"m": 1}
     with clone.as_directory() as d:

@@ -10,6 +10,7 @@ from fasttune import result as R
 from fasttune.checkpoint import Checkpoint
 from fasttune.results import _trial_files as files
 from fasttune.results._scoring import best_checkpoint, results_dataframe
+from fasttune.storage.arrow_view import arrow_filesystem
 from fasttune.storage.filesystem import FileSystem, local_filesystem
 
 if TYPE_CHECKING:
@@ -82,8 +83,13 @@ class Result:
         return self._config_loader() if self._config_loader is not None else None
 
     @property
-    def filesystem(self) -> FileSystem:
-        """The filesystem :attr:`path` and the checkpoints live on."""
+    def filesystem(self) -> Any:
+        """The filesystem :attr:`path` and the checkpoints live on: a
+        ``pyarrow.fs.FileSystem``, as in Ray Tune (fasttune's own
+        :class:`~fasttune.storage.FileSystem` without pyarrow)."""
+        return arrow_filesystem(self._filesystem())
+
+    def _filesystem(self) -> FileSystem:
         return self._storage_filesystem or local_filesystem()
 
     @property
@@ -107,7 +113,7 @@ class Result:
     def _load_dataframe(self) -> pd.DataFrame | None:
         if not self.path:
             return None
-        results, source = files.read_results(self.filesystem, self.path)
+        results, source = files.read_results(self._filesystem(), self.path)
         return None if source is None else results_dataframe(results, source)
 
     # ------------------------------------------------------------------ queries
@@ -200,7 +206,7 @@ class Result:
             metrics = {k: v for k, v in metrics.items() if k not in _HIDDEN_IN_REPR}
         shown["metrics"] = metrics
         shown["path"] = self.path
-        shown["filesystem"] = self.filesystem.type_name
+        shown["filesystem"] = self._filesystem().type_name
         shown["checkpoint"] = self.checkpoint
         outer, inner = " " * indent, " " * (indent + 2)
         body = ",\n".join(f"{inner}{key}={value!r}" for key, value in shown.items())

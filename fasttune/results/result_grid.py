@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from fasttune import result as R
 from fasttune.experiment.trial import Trial, TrialStatus
@@ -11,7 +11,7 @@ from fasttune.results import _trial_files as files
 from fasttune.results._scoring import flat_row
 from fasttune.results.experiment_analysis import ExperimentAnalysis
 from fasttune.results.result import Result
-from fasttune.storage.filesystem import FileSystem
+from fasttune.storage.arrow_view import arrow_filesystem
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,9 +64,11 @@ class ResultGrid:
         return self._experiment_analysis.experiment_path
 
     @property
-    def filesystem(self) -> FileSystem:
-        """The filesystem the experiment directory lives on."""
-        return self._experiment_analysis._fs
+    def filesystem(self) -> Any:
+        """The filesystem the experiment directory lives on: a ``pyarrow.fs.FileSystem``,
+        as in Ray Tune (fasttune's own :class:`~fasttune.storage.FileSystem` without
+        pyarrow)."""
+        return arrow_filesystem(self._experiment_analysis._fs)
 
     @property
     def errors(self) -> list[BaseException]:

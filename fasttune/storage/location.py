@@ -343,6 +343,10 @@ def _wrap_filesystem(obj: Any, owner: str, param: str = "storage_filesystem") ->
     if pyarrow_fs is not None and isinstance(obj, pyarrow_fs.FileSystem):
         if isinstance(obj, pyarrow_fs.LocalFileSystem):
             return local_filesystem()
+        handler = getattr(obj, "handler", None)  # a PyFileSystem
+        if isinstance(handler, pyarrow_fs.FSSpecHandler):
+            # fsspec's filesystem inside (Checkpoint.filesystem gives such a view).
+            return _wrap_filesystem(handler.fs, owner, param)
         try:
             from fsspec.implementations.arrow import ArrowFSWrapper
         except ImportError as e:

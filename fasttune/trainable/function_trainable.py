@@ -19,7 +19,7 @@ from typing import Any
 from greenlet import GreenletExit, getcurrent, greenlet
 
 from fasttune import result as R
-from fasttune.checkpoint import Checkpoint
+from fasttune.checkpoint import Checkpoint, storage_filesystem_of
 from fasttune.trainable import checkpoint_io as ckpt_io
 from fasttune.trainable._checkpoint_staging import staged_dir
 from fasttune.trainable.session import TrialSession, attach_session
@@ -217,7 +217,10 @@ class FunctionTrainable(Trainable):
         checkpoint_node_ip: str | None = None,
         fallback_to_latest: bool = False,
     ) -> bool:
-        if isinstance(checkpoint_path, Checkpoint) and not checkpoint_path.filesystem.is_local:
+        if (
+            isinstance(checkpoint_path, Checkpoint)
+            and not storage_filesystem_of(checkpoint_path).is_local
+        ):
             local = self._new_restore_dir()
             checkpoint_path.to_directory(local)
             checkpoint_path = local

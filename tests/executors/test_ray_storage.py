@@ -154,7 +154,7 @@ def test_losing_a_node_loses_nothing_in_storage(bucket, tmp_path):
         stored = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(result.path, detail=False))
         kept = [n for n in stored if n.startswith("checkpoint_")]
         assert len(kept) == 2, stored
-        assert result.checkpoint.filesystem.type_name == "s3"
+        assert "s3" in result.checkpoint.filesystem.type_name
         assert result.checkpoint.path == f"{result.path}/{kept[-1]}"
         with result.checkpoint.as_directory() as d, open(f"{d}/n.json") as f:
             assert json.load(f) == 10

@@ -197,7 +197,13 @@ def test_checkpoints_of_a_remote_experiment(mixed, experiment_dir):
         assert result.metrics["score"] == 9.5
         first = grid[0]
         assert first.checkpoint == Checkpoint(f"{first.path}/checkpoint_000003", filesystem=fs)
-        assert all(c.filesystem.type_name == "memory" for c, _ in first.best_checkpoints)
-        assert grid.filesystem.type_name == "memory"
+        assert all("memory" in c.filesystem.type_name for c, _ in first.best_checkpoints)
+        assert "memory" in grid.filesystem.type_name
+        assert (
+            grid.filesystem.get_file_info(
+                f"{grid.experiment_path}/{first.path.rsplit('/', 1)[-1]}"
+            ).type.name
+            == "Directory"
+        )
     finally:
         fs.delete("/grid_test")

@@ -89,13 +89,13 @@ def test_storage_holds_the_experiment_and_results_are_read_from_it(url, tmp_path
         name = result.path.rsplit("/", 1)[-1]
         kept = {p.split("/")[1] for p in stored if p.startswith(name + "/checkpoint_")}
         assert kept == {latest or "checkpoint_000004"}
-    assert errored.checkpoint.filesystem.type_name == "memory"
+    assert "memory" in errored.checkpoint.filesystem.type_name  # pyarrow's view
 
     # Another reader, from storage alone.
     analysis = tune.ExperimentAnalysis(f"{url}/exp", default_metric="i", default_mode="max")
     assert sorted(t.status.value for t in analysis.trials) == ["ERROR", "TERMINATED"]
     best = analysis.best_checkpoint
-    assert best.filesystem.type_name == "memory" and best.path.endswith("checkpoint_000004")
+    assert "memory" in best.filesystem.type_name and best.path.endswith("checkpoint_000004")
     with best.as_directory() as local:
         assert json.load(open(os.path.join(local, "state.json"))) == {"i": 4}
     assert list(analysis.trial_dataframes[analysis.best_trial.trial_id]["i"]) == [0, 1, 2, 3, 4]

@@ -123,7 +123,9 @@ def test_an_experiment_with_checkpoints_lives_in_s3(s3_server, s3_bucket, isolat
     best = grid.get_best_result()
     assert best.config["x"] == 3 and best.metrics["score"] == 9
     assert best.path.startswith(prefix)
-    assert best.checkpoint.filesystem.type_name == "s3"
+    assert "s3" in best.checkpoint.filesystem.type_name
+    # pyarrow on Result.filesystem, as Ray users read a bucket (it was fasttune's own).
+    assert best.filesystem.get_file_info(f"{best.path}/result.json").size > 0
     assert best.checkpoint.path == f"{best.path}/checkpoint_000003"
     with best.checkpoint.as_directory() as d:
         assert json.load(open(os.path.join(d, "state.json"))) == {"i": 3, "x": 3}
@@ -253,7 +255,7 @@ def test_driver_sigkill_then_restore_from_s3_on_another_machine(s3_server, s3_bu
     read = _read(experiment)
     assert read["statuses"] == ["TERMINATED"] * 10
     assert len(set(read["xs"])) == 10
-    assert read["filesystem"] == "s3"
+    assert "s3" in read["filesystem"]
     assert read["best_checkpoint"].startswith(read["best_path"] + "/checkpoint_")
     assert read["checkpoint_state"] == {"i": 7} and read["rows"] == 8
 
