@@ -33,7 +33,8 @@ from fasttune._internal.plugin_requests import apply_request
 from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline
 from fasttune._internal.run_spec import RunSpec
 from fasttune._internal.searcher_file import SearcherFile
-from fasttune._internal.state_layout import STATE_FILES, CompletionBitmap
+from fasttune._internal.state_layout import CompletionBitmap
+from fasttune._internal.storage_publishing import ExperimentPublisher
 from fasttune._internal.trial_lifecycle import StopIntent, TrialLifecycle
 from fasttune._internal.trial_queue import TrialQueues
 from fasttune.executors.base import (
@@ -46,7 +47,6 @@ from fasttune.executors.base import (
     TrialUnqueued,
 )
 from fasttune.experiment.trial import Trial, TrialStatus
-from fasttune.storage.experiment_lease import LeaseLostError
 from fasttune.storage.sync import ExperimentSync
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,6 @@ class TuneController:
         self._start_time = spec.clock()
         self._searcher_file = SearcherFile(spec.experiment_path)
         self._last_snapshot = self._start_time
-        self._checkpoint_unsynced = False  # a checkpoint registered since the last sync
         self._decide = ResultPipeline(spec, self.view)
         self.search_finished = False
         self._search_state_dirty = False
@@ -107,18 +106,13 @@ class TuneController:
         self.search_completed = CompletionBitmap(self.lifecycle.position)
         # Short trials queued behind running ones (trial_queue.py).
         self.queues = TrialQueues(spec.queue_depth, self.lifecycle, spec.executor, clock=spec.clock)
-        # Remote storage: the staging directory is published at each snapshot.
-        storage = spec.storage
-        self.storage_sync = (
-            ExperimentSync(
-                storage.mirror,
-                STATE_FILES,
-                worker_files=_worker_uploaded(spec),
-                artifacts=spec.sync_artifacts,
-            )
-            if storage is not None and storage.is_remote
-            else None
-        )
+        # Remote storage: the staging directory is published as the run goes.
+        self.publisher = ExperimentPublisher.for_run(spec)
+
+    @property
+    def storage_sync(self) -> ExperimentSync | None:
+        """The remote experiment's sync (None for local storage)."""
+        return None if self.publisher is None else self.publisher.sync
 
     # ------------------------------------------------------------------ running
     def run(self) -> None:
@@ -168,7 +162,7 @@ class TuneController:
             self._save_search_state()
         if self.spec.clock() - self._last_snapshot >= self.spec.snapshot_period_s:
             self.snapshot()
-        elif self._checkpoint_unsynced:
+        elif self.publisher is not None and self.publisher.checkpoint_waiting:
             # Storage learns of a new checkpoint as soon as the sync's share of the
             # driver's time allows, as Ray Tune syncs its state with each checkpoint: a
             # driver lost before the next snapshot is restored from it, not from scratch.
@@ -415,10 +409,8 @@ class TuneController:
         metrics = {k: v for k, v in trial.last_result.items() if k != R.CONFIG}
         removed = manager.register(dir_name, metrics)
         manager.delete_files(removed)
-        if self.storage_sync is not None:
-            self._checkpoint_unsynced = True
-            if removed:
-                self.storage_sync.delete_later(os.path.join(manager.trial_dir, n) for n in removed)
+        if self.publisher is not None:
+            self.publisher.checkpoint_registered(manager.trial_dir, removed)
         self.state.record_trial(trial)
         self._callback("on_trial_save", trial)
         self._callback("on_checkpoint", trial, checkpoint=manager.latest_checkpoint)
@@ -544,37 +536,16 @@ class TuneController:
         self._sync_storage()
 
     def _sync_storage(self, *, final: bool = False) -> None:
-        """Publish the staging directory of a remote experiment (see storage/sync.py).
-
-        A failed sync during the run is retried at the next snapshot (storage keeps the
-        last complete one); the final one raises.
-        """
-        sync = self.storage_sync
-        if sync is None:
+        """Publish the staging directory of a remote experiment (storage_publishing.py);
+        another driver holding the experiment now ends the run."""
+        if self.publisher is None:
             return
         self.spec.callbacks.flush_pending_writes()
-        dirs = ((t.relative_logdir, t.is_finished()) for t in self.trials if t.relative_logdir)
-        try:
-            if sync.sync(dirs, force=final):
-                self._checkpoint_unsynced = False
-        except LeaseLostError as e:
-            # Another driver runs the experiment now: write nothing more, end the run.
-            if final:
-                raise
+        lost = self.publisher.publish(self.trials, final=final)
+        if lost is not None:  # write nothing more
             if self._raise is None:
-                self._raise = e
+                self._raise = lost
             self._stop_all = True
-        except Exception as e:
-            if final:
-                raise
-            assert self.spec.storage is not None
-            logger.warning(
-                "Could not sync the experiment to %s (%s: %s); storage keeps its last "
-                "complete copy and the next snapshot tries again.",
-                self.spec.storage.uri,
-                type(e).__name__,
-                e,
-            )
 
     @property
     def _interrupted(self) -> int:
@@ -595,18 +566,5 @@ class TuneController:
                 self.state.close()
                 self.spec.callbacks.on_experiment_end(trials=self.trials)
                 self._sync_storage(final=True)  # the files the callbacks closed, last
-                if self.storage_sync is not None:  # storage has every checkpoint now
-                    self.storage_sync.drop_local_copies(
-                        c.path for t in self.trials if t.checkpoint_manager
-                        for c in t.checkpoint_manager.checkpoints
-                    )  # fmt: skip
-
-
-def _worker_uploaded(spec: RunSpec) -> frozenset[str]:
-    """The captured-output files (``log_to_file``) that the executor's workers upload
-    to storage themselves: the driver's sync leaves them out."""
-    if not getattr(spec.executor, "uploads_trial_output", False):
-        return frozenset()
-    return frozenset(
-        name for name in spec.log_to_file if name and not os.path.isabs(name) and "/" not in name
-    )
+                if self.publisher is not None:
+                    self.publisher.drop_local_copies(self.trials)
