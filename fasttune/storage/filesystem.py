@@ -318,10 +318,9 @@ def atomic_write_bytes(
     whole after a power loss, but may be its previous version.
     """
     # os-level calls, not atomic_open's file object: no buffer, no fstat and no isatty
-    # probe; and no context manager: 22 against 28 us per small file here (two per
-    # trial start), where a plain create and write costs 16.
-    directory, tmp = _temp_path_beside(os.fspath(path))
-    try:
+    # probe; 26 us per small file here (two per trial start), where a plain create and
+    # write costs 16.
+    with _Replacing(os.fspath(path), durable=durable, sync_dir=sync_dir) as tmp:
         fd = open_creating_dirs(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC)
         try:
             view = memoryview(data)
@@ -331,13 +330,6 @@ def atomic_write_bytes(
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
-        raise
-    if durable and sync_dir:
-        _fsync_dir(directory)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, durable: bool = True) -> None:
@@ -369,7 +361,7 @@ def atomic_open(
     ensure_dir(os.path.dirname(os.path.abspath(path)))
     # "x": a fresh file with the usual permissions (umask), unlike mkstemp's 0600.
     with (
-        _replacing(os.fspath(path), durable=durable, sync_dir=sync_dir) as tmp,
+        _Replacing(os.fspath(path), durable=durable, sync_dir=sync_dir) as tmp,
         open(tmp, mode.replace("w", "x"), encoding=encoding) as f,
     ):
         yield f
@@ -378,18 +370,35 @@ def atomic_open(
             os.fsync(f.fileno())
 
 
-@contextmanager
-def _replacing(path: str, *, durable: bool, sync_dir: bool) -> Iterator[str]:
-    """A hidden temp path beside ``path`` to write; it replaces ``path`` if the block
-    succeeds and is removed if not (then, with ``durable`` and ``sync_dir``, the
-    directory is fsynced)."""
-    directory, tmp = _temp_path_beside(path)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.lexists(tmp):
-            os.remove(tmp)
-        raise
-    if durable and sync_dir:
-        _fsync_dir(directory)
+class _Replacing:
+    """``with _Replacing(path, ...) as tmp``: a hidden temp path beside ``path`` to
+    write; it replaces ``path`` if the block succeeds and is removed if not (then,
+    with ``durable`` and ``sync_dir``, the directory is fsynced). A class, not a
+    generator-based context manager: a few microseconds less per atomic write."""
+
+    __slots__ = ("_directory", "_durable", "_path", "_sync_dir", "_tmp")
+
+    def __init__(self, path: str, *, durable: bool, sync_dir: bool):
+        self._path = path
+        self._durable = durable
+        self._sync_dir = sync_dir
+        self._directory, self._tmp = _temp_path_beside(path)
+
+    def __enter__(self) -> str:
+        return self._tmp
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        if exc_type is not None:
+            self._discard()
+            return
+        try:
+            os.replace(self._tmp, self._path)
+        except BaseException:
+            self._discard()
+            raise
+        if self._durable and self._sync_dir:
+            _fsync_dir(self._directory)
+
+    def _discard(self) -> None:
+        if os.path.lexists(self._tmp):
+            os.remove(self._tmp)
