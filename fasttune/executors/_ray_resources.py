@@ -12,8 +12,9 @@ when a request of another shape waits, when its trial's actor died (its node may
 gone), and at shutdown.
 
 A request that no node of the cluster could ever hold is refused at once (as the
-local resource manager does), unless the cluster autoscales: then it waits for new
-nodes, with a warning after ``warn_after_s``.
+local resource manager does), unless the cluster autoscales (Ray Tune's test, or
+``FASTTUNE_CLUSTER_AUTOSCALES=1``): then it waits for new nodes, with a warning after
+``warn_after_s``.
 """
 
 from __future__ import annotations
@@ -39,8 +40,16 @@ _CACHE_S = 1.0  # how long cluster facts (totals, nodes) are reused
 _KEYS = {"CPU": "cpu", "GPU": "gpu"}
 
 
+AUTOSCALES_ENV = "FASTTUNE_CLUSTER_AUTOSCALES"
+"""Set to 1 when nodes may join the cluster without Ray's cluster launcher (an
+autoscaler of another kind, ``ray start`` by hand): requests then wait for them."""
+
+
 def is_autoscaling_cluster() -> bool:
-    """Ray Tune's test: the cluster launcher leaves ``~/ray_bootstrap_config.yaml``."""
+    """Ray Tune's test (the cluster launcher leaves ``~/ray_bootstrap_config.yaml``), or
+    the user's word (:data:`AUTOSCALES_ENV`)."""
+    if os.environ.get(AUTOSCALES_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return True
     return os.path.exists(os.path.expanduser("~/ray_bootstrap_config.yaml"))
 
 
@@ -176,7 +185,12 @@ class RayResourceManager:
             problem = _never_fits(pgf, self._cluster(refresh=True).nodes)
         if problem is not None:
             who = f"Trial {trial_name!r}" if trial_name else "A trial"
-            raise ValueError(f"{who} {problem}")
+            raise ValueError(
+                f"{who} {problem} If nodes that can hold it will join the cluster (an "
+                "autoscaler other than Ray's cluster launcher, or `ray start` by hand), "
+                f"set {AUTOSCALES_ENV}=1: trials then wait for them, as on an autoscaling "
+                "cluster."
+            )
         self._fits.add(pgf)
 
     def can_allocate(self, pgf: PlacementGroupFactory | Any) -> bool:

@@ -77,6 +77,44 @@ def test_requests_that_can_never_fit_are_refused_clearly(ray_connected, tmp_path
     manager.check_fits(tune.PlacementGroupFactory([{"CPU": 1}] * 3, strategy="STRICT_SPREAD"))
 
 
+def test_told_that_nodes_will_join_a_trial_waits_for_one_that_joins_later(
+    ray_connected, tmp_path, monkeypatch
+):
+    """Nodes started by hand after fit() (no cluster launcher): refused at once by
+    default, with the way to wait said; with FASTTUNE_CLUSTER_AUTOSCALES=1 the trial
+    waits and runs on the node that joins (as Ray Tune waits)."""
+    trainable = tune.with_resources(where_fn, {"cpu": 1, "late_rack": 1})
+    with pytest.raises(ValueError, match="set FASTTUNE_CLUSTER_AUTOSCALES=1"):
+        tune.Tuner(trainable, run_config=_run_config(tmp_path, name="refused")).fit()
+    monkeypatch.setenv("FASTTUNE_CLUSTER_AUTOSCALES", "1")
+    outcome: dict = {}
+
+    def fit() -> None:  # in a thread: Ray adds nodes from the main thread only
+        try:
+            outcome["grid"] = tune.Tuner(
+                trainable, param_space={"n": 1}, run_config=_run_config(tmp_path, name="waited")
+            ).fit()
+        except BaseException as e:
+            outcome["error"] = e
+
+    thread = threading.Thread(target=fit)
+    thread.start()
+    time.sleep(3)
+    assert thread.is_alive(), outcome  # waiting, not refused
+    node = ray_connected.add_node(
+        num_cpus=1, resources={"late_rack": 1}, object_store_memory=OBJECT_STORE_BYTES
+    )
+    try:
+        thread.join(timeout=120)
+        assert not thread.is_alive() and "error" not in outcome, outcome
+        grid = outcome["grid"]
+        assert grid.num_terminated == 1
+        assert grid[0].metrics["node_id"] == node.node_id
+    finally:
+        thread.join()
+        ray_connected.remove_node(node)
+
+
 def test_fractional_gpus_share_a_device_and_trials_see_only_theirs(ray_connected, tmp_path):
     # Ray counts the GPUs a node declares; this machine needs none for that.
     node = ray_connected.add_node(
