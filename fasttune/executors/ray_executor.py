@@ -41,6 +41,7 @@ from fasttune._support.pickling import dumps
 from fasttune.executors._ray_connection import RayConnection
 from fasttune.executors._ray_resources import PlacedGroup, RayResourceManager
 from fasttune.executors._ray_worker import RayWorker
+from fasttune.executors._trial_hosting import pickle_exception
 from fasttune.executors.base import (
     Allocation,
     Event,
@@ -308,6 +309,9 @@ class RayExecutor(Executor):
                 error=f"the Ray actor of trial {launch.trial_id} died: {exc}",
                 exc_type="WorkerDied",
                 during=during,
+                # Ray's own error (ActorDiedError...) becomes Result.error, as in Ray Tune,
+                # where it tells an infrastructure failure from the trainable's.
+                exception=pickle_exception(exc),
             )
         )
 

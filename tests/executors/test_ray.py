@@ -7,6 +7,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="the Ray executor needs ray: pip install 'fasttune[ray]'")
 
 import os  # noqa: E402
+import pickle  # noqa: E402
 import signal  # noqa: E402
 import time  # noqa: E402
 
@@ -39,6 +40,8 @@ def test_an_actor_killed_mid_trial_is_a_worker_died_event(executor, make_launch,
     failed = wait_for(executor, ended(launch.trial_id))[-1]
     assert isinstance(failed, TrialFailed) and failed.exc_type == "WorkerDied"
     assert failed.during == "train" and "the Ray actor of trial" in failed.error
+    # Ray's own error travels with it (Result.error, as in Ray Tune).
+    assert isinstance(pickle.loads(failed.exception), ray.exceptions.RayActorError)
     assert executor.num_running == 0
 
 

@@ -180,6 +180,24 @@ def test_a_dead_actor_is_retried_from_its_last_checkpoint(ray_connected, run_con
         assert "the Ray actor of trial" in f.read()
 
 
+def test_a_trial_whose_actor_died_fails_with_rays_error(ray_connected, run_config, tmp_path):
+    """As in Ray Tune: Result.error (and what fail_fast="raise" raises) is Ray's
+    ActorDiedError, the documented way to tell a lost process from the code's error."""
+    space = {"die_at": 2, "marker_dir": str(tmp_path)}
+    grid = tune.Tuner(Steps, param_space=space, run_config=run_config(name="error")).fit()
+    assert grid.num_errors == 1
+    assert isinstance(grid.errors[0], ray.exceptions.ActorDiedError)
+    assert isinstance(grid[0].error, ray.exceptions.RayActorError)
+    with pytest.raises(ray.exceptions.ActorDiedError):
+        tune.Tuner(
+            Steps,
+            param_space=space,
+            run_config=run_config(
+                name="raise", failure_config=tune.FailureConfig(fail_fast="raise")
+            ),
+        ).fit()
+
+
 def test_hyperband_pauses_and_resumes_trials_from_checkpoints(ray_connected, run_config):
     grid = hyperband_tuner(counting, run_config).fit()
     lines = check_final_iterations(grid)
