@@ -8,6 +8,7 @@ buffer written out in the calling thread. Nothing here imports protobuf or tenso
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import struct
@@ -182,3 +183,9 @@ class EventFileWriter:
         finally:
             os.close(self._fd)
             self._fd = -1
+
+    def __del__(self) -> None:
+        # Dropped without close(): what it buffered still reaches the file, as a
+        # buffered file object's would.
+        with contextlib.suppress(Exception):
+            self.close()

@@ -210,3 +210,11 @@ def test_hparams_leave_out_ints_beyond_a_double(tmp_path: Any) -> None:
     expected = tbx_summary.hparams({"ok": 1}, {"m": 1.0})
     events = read_checked_events(str(tmp_path))[1:]
     assert [hparams_fields(e.summary) for e in events] == [hparams_fields(s) for s in expected]
+
+
+def test_a_writer_dropped_without_close_keeps_what_it_buffered(tmp_path: Any) -> None:
+    writer = EventFileWriter(str(tmp_path))
+    writer.write_summary(b"", step=7)
+    del writer  # never closed: its buffered records are written when it goes
+    first, second = read_checked_events(str(tmp_path))
+    assert first.file_version == "brain.Event:2" and second.step == 7
