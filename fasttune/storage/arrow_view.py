@@ -4,7 +4,7 @@ Ray Tune's ``Result.filesystem``, ``ResultGrid.filesystem`` and
 ``Checkpoint.filesystem`` are ``pyarrow.fs.FileSystem`` objects, and user code calls
 pyarrow on them (``open_input_stream``, ``get_file_info``, ``pyarrow.fs.copy_files``).
 fasttune reads and writes through :class:`~fasttune.storage.FileSystem`; these
-attributes give a pyarrow filesystem serving the same paths, made on first access:
+attributes give a pyarrow filesystem serving the same paths, made when they are read:
 the user's own pyarrow filesystem when one was given, ``LocalFileSystem`` for local
 paths, and an fsspec filesystem (S3, GCS, memory...) wrapped in ``PyFileSystem``.
 Without pyarrow installed they give fasttune's own filesystem.
