@@ -1,14 +1,57 @@
-"""Send a trainable's ``sys.stdout``/``sys.stderr`` to log files in its directory."""
+"""Copy a trainable's ``sys.stdout``/``sys.stderr`` to log files in its directory."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import IO
+import sys
+from typing import IO, Any
+
+
+class _Tee:
+    """A text stream writing to a log file and to the stream it stands in for (the
+    worker's console, which the driver shows), as Ray Tune's ``log_to_file`` does.
+    Code that asks for a descriptor (a subprocess, faulthandler) gets the file's."""
+
+    def __init__(self, console: Any, file: IO[str]):
+        self._console = console
+        self._file = file
+
+    def write(self, text: str) -> int:
+        with contextlib.suppress(Exception):  # a closed or broken console loses nothing
+            self._console.write(text)
+        return self._file.write(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        with contextlib.suppress(Exception):
+            self._console.flush()
+        self._file.flush()
+
+    def fileno(self) -> int:
+        return self._file.fileno()
+
+    def isatty(self) -> bool:
+        return False  # no terminal codes (progress bars) into the file
+
+    @property
+    def encoding(self) -> str:
+        return self._file.encoding
+
+    @property
+    def errors(self) -> str | None:
+        return self._file.errors
+
+    def writable(self) -> bool:
+        return True
 
 
 class OutputCapture:
-    """Redirects ``sys.stdout`` and ``sys.stderr`` to files until :meth:`close`.
+    """Copies ``sys.stdout`` and ``sys.stderr`` to files until :meth:`close` (what is
+    written still reaches the console too, as in Ray Tune).
 
     One instance serves a trainable for its whole life: :meth:`open` may be called
     again (on reset) after :meth:`close`.
@@ -21,6 +64,7 @@ class OutputCapture:
         ...     print("captured")
         ...     capture.close()
         ...     pathlib.Path(logdir, "out.log").read_text()
+        captured
         'captured\\n'
     """
 
@@ -48,11 +92,11 @@ class OutputCapture:
 
         if stdout_file:
             self._stdout = open_log(stdout_file)
-            stack.enter_context(contextlib.redirect_stdout(self._stdout))
+            stack.enter_context(contextlib.redirect_stdout(_Tee(sys.stdout, self._stdout)))
         if stderr_file:
             same = stderr_file == stdout_file
             self._stderr = self._stdout if same else open_log(stderr_file)
-            stack.enter_context(contextlib.redirect_stderr(self._stderr))
+            stack.enter_context(contextlib.redirect_stderr(_Tee(sys.stderr, self._stderr)))
         self._redirects = stack
 
     def flush(self) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -178,6 +180,36 @@ def test_log_to_file_captures_output(run_config):
 
     grid = tune.Tuner(chatty, run_config=run_config(log_to_file=True)).fit()
     assert "hello from the trial" in open(os.path.join(grid[0].path, "stdout")).read()
+
+
+def test_log_to_file_output_still_reaches_the_console(tmp_path):
+    """As Ray Tune's log_to_file: a trial's lines go to its files and, as without it,
+    to the console the driver shows (before, only to the files)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    script = tmp_path / "chatty.py"
+    script.write_text(
+        "import sys\n"
+        "import fasttune as tune\n"
+        "def chatty(config):\n"
+        "    print('out line of the trial')\n"
+        "    print('err line of the trial', file=sys.stderr)\n"
+        "    tune.report({'x': 1})\n"
+        "run_config = tune.RunConfig(\n"
+        f"    storage_path={str(tmp_path)!r}, name='exp', log_to_file=True, verbose=0\n"
+        ")\n"
+        "grid = tune.Tuner(chatty, run_config=run_config).fit()\n"
+        "print('TRIAL', grid[0].path)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "out line of the trial" in done.stdout
+    assert "err line of the trial" in done.stderr
+    trial_dir = done.stdout.split("TRIAL ", 1)[1].strip()
+    assert open(os.path.join(trial_dir, "stdout")).read() == "out line of the trial\n"
+    assert open(os.path.join(trial_dir, "stderr")).read() == "err line of the trial\n"
 
 
 @pytest.mark.parametrize("executor", ["inline"])
