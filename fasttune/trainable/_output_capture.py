@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import IO, Any
+from typing import Any, TextIO
 
 
 class _Tee:
@@ -13,7 +13,7 @@ class _Tee:
     worker's console, which the driver shows), as Ray Tune's ``log_to_file`` does.
     Code that asks for a descriptor (a subprocess, faulthandler) gets the file's."""
 
-    def __init__(self, console: Any, file: IO[str]):
+    def __init__(self, console: Any, file: TextIO):
         self._console = console
         self._file = file
 
@@ -69,8 +69,8 @@ class OutputCapture:
     """
 
     def __init__(self) -> None:
-        self._stdout: IO[str] | None = None
-        self._stderr: IO[str] | None = None
+        self._stdout: TextIO | None = None
+        self._stderr: TextIO | None = None
         self._redirects: contextlib.ExitStack | None = None
 
     def open(self, logdir: str, stdout_file: str | None, stderr_file: str | None) -> None:
@@ -86,17 +86,18 @@ class OutputCapture:
             return
         stack = contextlib.ExitStack()
 
-        def open_log(name: str) -> IO[str]:
+        def open_log(name: str) -> TextIO:
             path = name if os.path.isabs(name) else os.path.join(logdir, name)
             return stack.enter_context(open(path, "a", buffering=1, encoding="utf-8"))
 
-        if stdout_file:
-            self._stdout = open_log(stdout_file)
-            stack.enter_context(contextlib.redirect_stdout(_Tee(sys.stdout, self._stdout)))
+        out = open_log(stdout_file) if stdout_file else None
+        if out is not None:
+            stack.enter_context(contextlib.redirect_stdout(_Tee(sys.stdout, out)))
         if stderr_file:
-            same = stderr_file == stdout_file
-            self._stderr = self._stdout if same else open_log(stderr_file)
-            stack.enter_context(contextlib.redirect_stderr(_Tee(sys.stderr, self._stderr)))
+            err = out if out is not None and stderr_file == stdout_file else open_log(stderr_file)
+            stack.enter_context(contextlib.redirect_stderr(_Tee(sys.stderr, err)))
+            self._stderr = err
+        self._stdout = out
         self._redirects = stack
 
     def flush(self) -> None:
