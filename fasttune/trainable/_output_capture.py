@@ -11,7 +11,8 @@ from typing import Any, TextIO
 class _Tee:
     """A text stream writing to a log file and to the stream it stands in for (the
     worker's console, which the driver shows), as Ray Tune's ``log_to_file`` does.
-    Code that asks for a descriptor (a subprocess, faulthandler) gets the file's."""
+    Code that asks for a descriptor (a subprocess, faulthandler) or the binary buffer
+    gets the file's."""
 
     def __init__(self, console: Any, file: TextIO):
         self._console = console
@@ -36,6 +37,10 @@ class _Tee:
 
     def isatty(self) -> bool:
         return False  # no terminal codes (progress bars) into the file
+
+    @property
+    def buffer(self) -> Any:
+        return self._file.buffer  # bytes written there reach the file only
 
     @property
     def encoding(self) -> str:

@@ -1,4 +1,4 @@
-"""Redirecting a trainable's stdout and stderr to log files."""
+"""Copying a trainable's stdout and stderr to log files."""
 
 from __future__ import annotations
 
@@ -37,3 +37,17 @@ def test_nothing_to_capture(tmp_path):
     assert sys.stdout is stdout
     capture.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_output_goes_to_the_file_and_still_to_the_console(tmp_path, capsys):
+    capture = OutputCapture()
+    capture.open(str(tmp_path), "out.log", "err.log")
+    print("shown and kept")
+    print("warned and kept", file=sys.stderr)
+    sys.stdout.buffer.write(b"bytes to the file\n")  # the binary side: the file's
+    assert not sys.stdout.isatty()
+    capture.close()
+    seen = capsys.readouterr()
+    assert seen.out == "shown and kept\n" and seen.err == "warned and kept\n"
+    assert (tmp_path / "out.log").read_text() == "shown and kept\nbytes to the file\n"
+    assert (tmp_path / "err.log").read_text() == "warned and kept\n"
