@@ -1,12 +1,21 @@
 """Inside a Ray actor: the worker loop, driven by the driver's ``step`` calls.
 
 The actor runs the same :class:`~fasttune.executors.worker_loop.WorkerLoop` as a
-local worker process, in its main thread, with no thread or queue of its own. Each
-:meth:`RayWorker.step` call carries the commands the driver sent since the last one;
-the actor applies them, trains one batch if the trial may (credit, lookahead, buffer
-time: the same flow control), and returns the events as pickled bytes with whether
-it may train further. The driver keeps a call in flight for every actor that may
-train, so a trial runs ahead exactly as far as on a local worker.
+local worker process. Each :meth:`RayWorker.step` call carries the commands the driver
+sent since the last one and returns the events as pickled bytes with whether the
+trial may train further; the driver keeps a call in flight for every actor that may
+train, so a trial runs ahead exactly as far as on a local worker. Where the loop runs:
+
+- in the actor's main thread, inside the calls, by default: a call applies its
+  commands, trains one batch if the trial may (credit, lookahead, buffer time: the
+  same flow control) and returns. A class Trainable's methods run there, as in Ray
+  Tune.
+- in a thread of its own (:mod:`._loop_thread`) for a function trainable in a run
+  where nothing decides on a result (``lookahead_s`` infinite: the trial never waits
+  for the driver): it trains on while Ray returns one call and starts the next
+  (~0.7 ms, which each result of a trial with long iterations waited for), and a
+  call only hands over commands and takes the events. Ray Tune runs a function
+  trainable in a thread too.
 
 This module does not import Ray at import time (the driver decorates
 :class:`RayWorker` with ``ray.remote`` itself).
@@ -14,17 +23,24 @@ This module does not import Ray at import time (the driver decorates
 
 from __future__ import annotations
 
+import math
 import pickle
 import sys
 from dataclasses import replace
 from typing import Any
 
 from fasttune._support.pickling import dumps
+from fasttune.executors._loop_thread import LoopThread, ThreadTransport
 from fasttune.executors._ray_child_check import install as install_child_check
 from fasttune.executors._trial_output import TrialOutput
-from fasttune.executors.base import Event
+from fasttune.executors.base import Event, TrialLaunch
 from fasttune.executors.worker_commands import START, Command, TransportClosed
 from fasttune.executors.worker_loop import WorkerLoop
+from fasttune.trainable.function_trainable import FunctionTrainable
+
+CLOSE_WAIT_S = 0.9
+"""How long :meth:`RayWorker.close` waits for a loop thread's trainable to stop (the
+driver kills the actor after its own grace period of 1 s)."""
 
 
 class OutboxTransport:
@@ -66,10 +82,18 @@ class RayWorker:
         for entry in sys_path:
             if entry not in sys.path:
                 sys.path.append(entry)
+        self._classes: dict[str, type] = {}  # unpickled trainables, by key
         self._transport = OutboxTransport()
-        self._loop = WorkerLoop(self._transport, isolated=True, sets_visible_gpus=False)
+        self._loop = self._new_loop(self._transport)
+        self._thread: LoopThread | None = None  # where the loop runs, if not in calls
+        self._placed_loop = False  # where the loop runs was chosen (at the first start)
         install_child_check()  # what a trial starts must fit its group (Ray Tune checks)
         self._output: TrialOutput | None = None  # the hosted trial's, to upload
+
+    def _new_loop(self, transport: OutboxTransport | ThreadTransport) -> WorkerLoop:
+        return WorkerLoop(
+            transport, isolated=True, sets_visible_gpus=False, class_cache=self._classes
+        )
 
     def step(
         self, commands: bytes, trainable_blob: bytes | None = None
@@ -85,25 +109,50 @@ class RayWorker:
         Returns:
             The pickled events, in order, and whether the trial may train further.
         """
-        loop = self._loop
+        received: list[Command] = pickle.loads(commands)
         started = False
-        for op, argument in pickle.loads(commands):
+        for index, (op, argument) in enumerate(received):
             if op == START:
                 argument = self._placed(argument, trainable_blob)
+                received[index] = (op, argument)
                 started = True
                 self._upload_output(ended=True)  # a reused actor's previous trial
                 self._output = TrialOutput.of(argument)
                 if self._output is not None:
                     self._output.fetch()
-            loop.handle((op, argument))
-        # TrialStarted goes back at once (the driver queues a call to train behind it).
-        if not started and loop.can_train and not loop.retired:
-            loop.train_batch()
+                if not self._placed_loop:
+                    self._place_loop(argument)
+        if self._thread is not None:
+            events, can_train = self._thread.exchange(received)
+        else:
+            loop = self._loop
+            for command in received:
+                loop.handle(command)
+            # TrialStarted goes back at once (the driver queues a call to train behind it).
+            if not started and loop.can_train and not loop.retired:
+                loop.train_batch()
+            events, self._transport.outbox = self._transport.outbox, []
+            can_train = loop.can_train
         output = self._output
-        if output is not None and (output.trial_id != loop.trial_id or output.due()):
-            self._upload_output(ended=output.trial_id != loop.trial_id)
-        events, self._transport.outbox = self._transport.outbox, []
-        return events, loop.can_train
+        if output is not None and (output.trial_id != self._loop.trial_id or output.due()):
+            self._upload_output(ended=output.trial_id != self._loop.trial_id)
+        return events, can_train
+
+    def _place_loop(self, launch: TrialLaunch) -> None:
+        """At the first start: run the loop in a thread of its own for a function
+        trainable that never waits for the driver (see the module doc)."""
+        self._placed_loop = True
+        if not math.isinf(launch.lookahead_s):
+            return
+        cls = self._classes.get(launch.trainable_key)
+        if cls is None:
+            try:
+                cls = self._classes[launch.trainable_key] = pickle.loads(launch.trainable_blob)
+            except Exception:
+                return  # the loop fails the trial with this error, in the calls
+        if isinstance(cls, type) and issubclass(cls, FunctionTrainable):
+            self._thread = LoopThread(self._new_loop, name="fasttune-trial")
+            self._loop = self._thread.loop
 
     def _upload_output(self, *, ended: bool) -> None:
         """Upload the hosted trial's captured output (it may run on a node whose disk
@@ -116,7 +165,10 @@ class RayWorker:
 
     def close(self) -> None:
         """Stop the hosted Trainable, if any (before the driver kills the actor)."""
-        self._loop.close()
+        if self._thread is not None:
+            self._thread.stop(CLOSE_WAIT_S)
+        else:
+            self._loop.close()
         self._upload_output(ended=True)
 
     @staticmethod

@@ -54,7 +54,8 @@ When nothing on the driver decides per result (:data:`UNDECIDED`)
     the whole run, a pause) still reach it after its current iteration. The Ray
     executor, whose workers cannot write the files (the driver does), gets this flow
     in the same case, and keeps a second call queued behind the one a trial trains
-    in: it then never waits for a round trip between machines either.
+    in: it then never waits for a round trip between machines either (and a function
+    trainable trains in a thread of its actor, on while calls come and go).
 """
 
 from __future__ import annotations

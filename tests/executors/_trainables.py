@@ -142,3 +142,23 @@ def failing_fn(config: dict[str, Any]) -> None:
 def sleep_forever(fd: int) -> None:
     """A fork-server child target that only waits (to be killed)."""
     time.sleep(3600)
+
+
+def _thread() -> dict[str, Any]:
+    current = threading.current_thread()
+    return {"thread": current.name, "main_thread": current is threading.main_thread()}
+
+
+def thread_reporting_fn(config: dict[str, Any]) -> None:
+    """Reports ``n`` times, sleeping ``sleep`` s before each, which thread it runs in."""
+    for i in range(config["n"]):
+        if config.get("sleep"):
+            time.sleep(config["sleep"])
+        report({"i": i, "worker_pid": os.getpid(), **_thread()})
+
+
+class ThreadReporting(Trainable):
+    """Says which thread its ``step`` runs in; done after ``n`` iterations."""
+
+    def step(self) -> dict[str, Any]:
+        return {"done": self.iteration + 1 >= self.config["n"], **_thread()}
