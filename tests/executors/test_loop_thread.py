@@ -20,9 +20,9 @@ BIG = 10**9
 
 
 @pytest.fixture
-def loop_thread(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the loop changes into trial directories
-    made = LoopThread(lambda transport: WorkerLoop(transport, isolated=True), name="under-test")
+def loop_thread():
+    # Not isolated: the loop leaves this process's directory and environment alone.
+    made = LoopThread(lambda transport: WorkerLoop(transport, isolated=False), name="under-test")
     yield made
     made.stop(5.0)
 
