@@ -108,6 +108,21 @@ def test_tuner_has_ray_prepare_the_first_actor_start_before_fit(ray_cluster, run
         ray.shutdown()
 
 
+def test_init_with_an_address_readies_the_connection_this_process_has(ray_cluster, no_address):
+    # Where the script says it runs on Ray, Ray's first-object costs are paid at once
+    # (as `from ray import tune` pays the imports among them), not in fit().
+    ray.init(address=ray_cluster.address, logging_level="ERROR", log_to_driver=False)
+    try:
+        driver = ray._private.worker.global_worker
+        assert driver.current_job_id not in driver.serialization_context_map
+        tune.init(address="auto")
+        assert driver.current_job_id in driver.serialization_context_map
+    finally:
+        ray.shutdown()
+    tune.init(address=ray_cluster.address)  # not connected: nothing to ready, no connection
+    assert not ray.is_initialized()
+
+
 def test_a_connected_process_runs_trials_on_ray_and_stays_connected(ray_connected, run_config):
     job = ray.get_runtime_context().get_job_id()
     grid = _fit(where_fn, run_config, n=3)
