@@ -134,3 +134,16 @@ def test_a_function_trial_in_a_thread_stops_and_its_actor_shuts_down_mid_iterati
     wait_for(executor, has(TrialStarted, busy.trial_id))
     executor.shutdown()
     assert executor.num_running == 0
+
+
+def test_a_function_trial_in_a_thread_whose_actor_is_killed_is_a_worker_died_event(
+    executor, make_launch, wait_for
+):
+    fn = wrap_function(thread_reporting_fn)
+    launch = make_launch(fn, {"n": 10**6, "sleep": 0.005}, **NEVER_WAITS)
+    executor.start_trial(launch)
+    pid = results(wait_for(executor, n_results(launch.trial_id, 1)))[0]["worker_pid"]
+    os.kill(pid, signal.SIGKILL)
+    failed = wait_for(executor, ended(launch.trial_id))[-1]
+    assert isinstance(failed, TrialFailed) and failed.exc_type == "WorkerDied"
+    assert failed.during == "train" and executor.num_running == 0
