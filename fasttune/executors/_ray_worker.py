@@ -24,6 +24,7 @@ This module does not import Ray at import time (the driver decorates
 from __future__ import annotations
 
 import math
+import os
 import pickle
 import sys
 from dataclasses import replace
@@ -32,6 +33,7 @@ from typing import Any
 from fasttune._support.pickling import dumps
 from fasttune.executors._loop_thread import LoopThread, ThreadTransport
 from fasttune.executors._ray_child_check import install as install_child_check
+from fasttune.executors._trial_hosting import set_env
 from fasttune.executors._trial_output import TrialOutput
 from fasttune.executors.base import Event, TrialLaunch
 from fasttune.executors.worker_commands import START, Command, TransportClosed
@@ -146,6 +148,9 @@ class RayWorker:
             return
         cls = self._classes.get(launch.trainable_key)
         if cls is None:
+            # Unpickled here, before the loop enters the trial's folder: what a module
+            # of the trainable reads at import is set as the loop would set it.
+            set_env("TUNE_ORIG_WORKING_DIR", os.getcwd())
             try:
                 cls = self._classes[launch.trainable_key] = pickle.loads(launch.trainable_blob)
             except Exception:
