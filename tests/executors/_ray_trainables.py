@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -106,7 +107,8 @@ class Steps(tune.Trainable):
 
 
 def checkpointing_fn(config: dict[str, Any]) -> None:
-    """The function-API twin of :class:`Steps`: a checkpoint with every report."""
+    """The function-API twin of :class:`Steps`: a checkpoint with every report (and
+    ``die_at``, ``marker_dir`` as there); reports the thread it runs in."""
     n = 0
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
@@ -115,13 +117,24 @@ def checkpointing_fn(config: dict[str, Any]) -> None:
     restored_at = n
     while n < config.get("steps", 10):
         n += 1
+        marker_dir = config.get("marker_dir")
+        if marker_dir and n == config.get("die_at"):
+            marker = os.path.join(marker_dir, "died")
+            if not os.path.exists(marker):
+                open(marker, "w").close()
+                os._exit(1)
         if config.get("sleep"):
             time.sleep(config["sleep"])
         directory = tempfile.mkdtemp()
         with open(os.path.join(directory, "n.json"), "w") as f:
             json.dump(n, f)
         tune.report(
-            {"n": n, "restored_at": restored_at, **placement()},
+            {
+                "n": n,
+                "restored_at": restored_at,
+                "thread": threading.current_thread().name,
+                **placement(),
+            },
             checkpoint=tune.Checkpoint.from_directory(directory),
         )
 

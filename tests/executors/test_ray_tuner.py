@@ -22,6 +22,7 @@ from fasttune.schedulers.resource_changing_scheduler import (  # noqa: E402
 )
 from tests.executors._ray_trainables import (  # noqa: E402
     Steps,
+    checkpointing_fn,
     child_task_fn,
     data_fn,
     where_fn,
@@ -211,6 +212,26 @@ def test_a_trial_whose_actor_died_fails_with_rays_error(ray_connected, run_confi
                 name="raise", failure_config=tune.FailureConfig(fail_fast="raise")
             ),
         ).fit()
+
+
+def test_a_function_trial_training_in_a_thread_is_retried_from_its_last_checkpoint(
+    ray_connected, run_config, tmp_path
+):
+    # FIFO, no stopper: nothing decides on a result, so the function trains in a thread
+    # of its actor; the process dies there, and the retry resumes from the checkpoint.
+    grid = tune.Tuner(
+        checkpointing_fn,
+        param_space={"steps": 6, "die_at": 4, "marker_dir": str(tmp_path)},
+        run_config=run_config(failure_config=tune.FailureConfig(max_failures=1)),
+    ).fit()
+    assert grid.num_errors == 0
+    lines = _lines(grid[0].path)
+    assert {line["thread"] for line in lines} == {"fasttune-trial"}
+    assert [line["training_iteration"] for line in lines] == [1, 2, 3, 4, 5, 6]
+    assert [line["n"] for line in lines] == [1, 2, 3, 4, 5, 6]
+    assert lines[-1]["restored_at"] == 3  # the checkpoint of iteration 3, uploaded first
+    assert len({line["actor_id"] for line in lines}) == 2
+    assert grid[0].checkpoint is not None
 
 
 def test_hyperband_pauses_and_resumes_trials_from_checkpoints(ray_connected, run_config):
