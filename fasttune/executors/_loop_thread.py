@@ -124,13 +124,16 @@ class LoopThread:
 
         Raises:
             RuntimeError: If the loop raised (an error of fasttune's, not the trial's,
-                which the loop reports as ``TrialFailed``).
+                which the loop reports as ``TrialFailed``), once the events it sent
+                before have been returned (with ``True``, so that another call comes).
         """
         events, can_train = self.transport.exchange(commands)
         error = self.transport.error
-        if error is not None:  # its trial would otherwise wait for ever
-            raise RuntimeError(f"the worker loop's thread failed: {error!r}") from error
-        return events, can_train
+        if error is None:
+            return events, can_train
+        if events:  # sent before it failed: these first, the failure with the next call
+            return events, True
+        raise RuntimeError(f"the worker loop's thread failed: {error!r}") from error
 
     def stop(self, timeout: float) -> bool:
         """Ask the loop to exit (after the command it handles) and wait up to

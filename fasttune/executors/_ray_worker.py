@@ -153,7 +153,7 @@ class RayWorker:
             set_env("TUNE_ORIG_WORKING_DIR", os.getcwd())
             try:
                 cls = self._classes[launch.trainable_key] = pickle.loads(launch.trainable_blob)
-            except Exception:
+            except (Exception, SystemExit):  # as the loop catches them
                 return  # the loop fails the trial with this error, in the calls
         if isinstance(cls, type) and issubclass(cls, FunctionTrainable):
             self._thread = LoopThread(self._new_loop, name="fasttune-trial")

@@ -259,10 +259,13 @@ class RayExecutor(Executor):
                 self._accept(actor, pickle.loads(blob), events)
             # A trial that may train keeps a call in flight (the actor trains in it); one
             # that never waits for a decision (no lookahead bound) keeps two, so that
-            # it trains on while a reply and the next call travel.
+            # it trains on while a reply and the next call travel. A stopping trial
+            # keeps one while its loop is busy: a loop in a thread of its own may send
+            # TrialStopped after the reply to the stop call (the trainable cleaning up).
             launch = actor.launch
-            if can_train and launch is not None and not actor.stopping:
-                for _ in range(_depth(launch) - len(calls)):
+            if can_train and launch is not None:
+                depth = 1 if actor.stopping else _depth(launch)
+                for _ in range(depth - len(calls)):
                     self._call(actor, [])
 
     def _accept(self, actor: _Actor, event: Event, events: list[Event]) -> None:

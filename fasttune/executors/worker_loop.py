@@ -502,10 +502,12 @@ class WorkerLoop:
             during=during,
             exception=pickle_exception(exc),
         )
-        self._launch = None
         self._credit = 0
         if during != "stop":
             self._discard_trainable()
+        # Hosting nothing only now, after the trainable's cleanup: a Ray actor's calls
+        # read this (from another thread) to upload the trial's output once it ended.
+        self._launch = None
         self._trainable = self._key = None
         self.retired = True
         self._send(event)

@@ -162,3 +162,16 @@ class ThreadReporting(Trainable):
 
     def step(self) -> dict[str, Any]:
         return {"done": self.iteration + 1 >= self.config["n"], **_thread()}
+
+
+def slow_cleanup_fn(config: dict[str, Any]) -> None:
+    """Reports every 2 ms until stopped, then takes ``cleanup_s`` to clean up (closing a
+    data loader, say): its stop ends after the batch it interrupted was sent."""
+    i = 0
+    try:
+        while True:
+            time.sleep(0.002)
+            i += 1
+            report({"i": i})
+    finally:
+        time.sleep(config.get("cleanup_s", 0.2))

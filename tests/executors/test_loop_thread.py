@@ -124,3 +124,18 @@ def test_an_idle_loop_stops_at_once():
     assert made.exchange([]) == ([], False)
     assert made.stop(5.0) is True
     assert not any(t.name == "idle" for t in threading.enumerate())
+
+
+def test_events_sent_before_the_loop_failed_come_back_before_its_error(loop_thread, make_launch):
+    launch = make_launch(
+        wrap_function(thread_reporting_fn), {"n": 5}, initial_credit=BIG, lookahead_s=math.inf
+    )
+    events: list = []
+    with pytest.raises(RuntimeError, match="worker loop's thread failed"):
+        pending = [(START, launch), ("no such command", None)]
+        for _ in range(1000):
+            blobs, can_train = loop_thread.exchange(pending)
+            pending = []
+            events += [pickle.loads(b) for b in blobs]
+            assert can_train  # so that the driver calls again, and hears of the failure
+    assert isinstance(events[0], TrialStarted)

@@ -19,6 +19,7 @@ from tests.executors._trainables import (  # noqa: E402
     Counter,
     ThreadReporting,
     failing_fn,
+    slow_cleanup_fn,
     thread_reporting_fn,
 )
 from tests.executors.conformance import *  # noqa: E402, F403
@@ -147,3 +148,16 @@ def test_a_function_trial_in_a_thread_whose_actor_is_killed_is_a_worker_died_eve
     failed = wait_for(executor, ended(launch.trial_id))[-1]
     assert isinstance(failed, TrialFailed) and failed.exc_type == "WorkerDied"
     assert failed.during == "train" and executor.num_running == 0
+
+
+def test_a_stop_reaches_its_end_when_the_trainable_cleans_up_slowly_in_its_thread(
+    executor, make_launch, wait_for
+):
+    # The STOP call returns with the batch the stop interrupted; TrialStopped comes once
+    # the function's cleanup is done: the driver keeps a call in flight to fetch it.
+    launch = make_launch(wrap_function(slow_cleanup_fn), **NEVER_WAITS)
+    executor.start_trial(launch)
+    wait_for(executor, n_results(launch.trial_id, 3))
+    executor.stop_trial(launch.trial_id)
+    after = wait_for(executor, ended(launch.trial_id))
+    assert isinstance(after[-1], TrialStopped) and executor.num_running == 0
