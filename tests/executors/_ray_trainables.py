@@ -159,3 +159,15 @@ def child_task_fn(config: dict[str, Any]) -> None:
         return 1
 
     tune.report({"value": ray.get(one.options(num_cpus=config["cpus"]).remote()), **placement()})
+
+
+def endless_fn(config: dict[str, Any]) -> None:
+    """Reports every 10 ms until stopped, then cleans up for ``cleanup_s``."""
+    n = 0
+    try:
+        while True:
+            time.sleep(0.01)
+            n += 1
+            tune.report({"n": n, "thread": threading.current_thread().name})
+    finally:
+        time.sleep(config.get("cleanup_s", 0.2))

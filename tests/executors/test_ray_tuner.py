@@ -25,6 +25,7 @@ from tests.executors._ray_trainables import (  # noqa: E402
     checkpointing_fn,
     child_task_fn,
     data_fn,
+    endless_fn,
     where_fn,
 )
 from tests.schedulers._population_trainables import Climber, ResourceReporter  # noqa: E402
@@ -232,6 +233,20 @@ def test_a_function_trial_training_in_a_thread_is_retried_from_its_last_checkpoi
     assert lines[-1]["restored_at"] == 3  # the checkpoint of iteration 3, uploaded first
     assert len({line["actor_id"] for line in lines}) == 2
     assert grid[0].checkpoint is not None
+
+
+def test_a_time_budget_stops_function_trials_training_in_threads(ray_connected, run_config):
+    # Each stop reaches its trial's end after the function's cleanup, not with the reply
+    # to the stop call: fit() returns with every trial stopped.
+    grid = tune.Tuner(
+        endless_fn,
+        param_space={"cleanup_s": 0.2},
+        # Not reused: a trial's stop runs the function's cleanup before TrialStopped.
+        tune_config=tune.TuneConfig(num_samples=2, time_budget_s=1.5, reuse_actors=False),
+        run_config=run_config(name="budget"),
+    ).fit()
+    assert grid.num_errors == 0 and grid.num_terminated == 2
+    assert all(r.metrics["n"] > 0 and r.metrics["thread"] == "fasttune-trial" for r in grid)
 
 
 def test_hyperband_pauses_and_resumes_trials_from_checkpoints(ray_connected, run_config):
