@@ -146,15 +146,13 @@ class RayWorker:
         self._placed_loop = True
         if not math.isinf(launch.lookahead_s):
             return
-        cls = self._classes.get(launch.trainable_key)
-        if cls is None:
-            # Unpickled here, before the loop enters the trial's folder: what a module
-            # of the trainable reads at import is set as the loop would set it.
-            set_env("TUNE_ORIG_WORKING_DIR", os.getcwd())
-            try:
-                cls = self._classes[launch.trainable_key] = pickle.loads(launch.trainable_blob)
-            except (Exception, SystemExit):  # as the loop catches them
-                return  # the loop fails the trial with this error, in the calls
+        # Unpickled here, before the loop enters the trial's folder: what a module of
+        # the trainable reads at import is set as the loop would set it.
+        set_env("TUNE_ORIG_WORKING_DIR", os.getcwd())
+        try:
+            cls = self._loop.trainable_class(launch)  # cached for the loop that runs it
+        except (Exception, SystemExit):  # as the loop catches them
+            return  # the loop fails the trial with this error, in the calls
         if isinstance(cls, type) and issubclass(cls, FunctionTrainable):
             self._thread = LoopThread(self._new_loop, name="fasttune-trial")
             self._loop = self._thread.loop

@@ -380,7 +380,7 @@ class WorkerLoop:
                 if not reused:
                     self._discard_trainable()
             if not reused:
-                cls = self._load_class(launch)
+                cls = self.trainable_class(launch)
                 self._trainable = cls(config=launch.config, logger_creator=creator)
                 self._key = launch.trainable_key
             if launch.restore_path:
@@ -472,7 +472,13 @@ class WorkerLoop:
         set_env("TUNE_ORIG_WORKING_DIR", self._orig_cwd)
         os.chdir(launch.trial_dir if launch.chdir else self._orig_cwd)
 
-    def _load_class(self, launch: TrialLaunch) -> type:
+    def trainable_class(self, launch: TrialLaunch) -> type:
+        """The launch's Trainable class: unpickled once per ``trainable_key``, then
+        from the class cache.
+
+        Raises:
+            RuntimeError: If the key is new here and the launch carries no trainable.
+        """
         cls = self._classes.get(launch.trainable_key)
         if cls is None:
             if not launch.trainable_blob:
