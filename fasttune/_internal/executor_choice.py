@@ -38,16 +38,17 @@ def start_fork_server() -> None:
 
 def warm_ray_connection() -> None:
     """If trials will run on the Ray cluster this process is already connected to, let
-    Ray build what its first actor start needs now
-    (:func:`fasttune.executors.warm_ray_serialization`)."""
-    from fasttune._support.cluster_address import ray_target
+    Ray build what its first actor start needs, in a thread
+    (:func:`fasttune._support.cluster_address.ready_ray_connection`): started when the
+    Tuner is built, it is ready by the time ``fit()`` needs it."""
+    import threading
+
+    from fasttune._support.cluster_address import ray_target, ready_ray_connection
 
     ray = sys.modules.get("ray")
     if ray_target() is None or ray is None or not ray.is_initialized():
         return  # local workers, or fit() connects (its ray.init takes seconds anyway)
-    from fasttune.executors import warm_ray_serialization
-
-    warm_ray_serialization(ray)
+    threading.Thread(target=ready_ray_connection, name="fasttune-ray-warm-up", daemon=True).start()
 
 
 def started_local_executor(trainable_blob: bytes | None = None) -> Any:

@@ -6,7 +6,7 @@
 - :class:`RayExecutor`: each trial in a Ray actor on a Ray cluster (needs ``ray``).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fasttune._support.lazy_names import lazy_names
 
@@ -58,25 +58,6 @@ def start_fork_server() -> None:
     _forkserver.default_server().start()
 
 
-def warm_ray_serialization(ray: Any) -> None:
-    """Have Ray build this process's serialization context now, in a thread.
-
-    Ray builds it on the first object it serializes (the first trial's actor start,
-    in ``fit()``), importing pyarrow and pydantic when they are installed, as they are
-    with Ray Tune: ~0.18 s here, before any actor could start. Started when the Tuner
-    is built, it is ready by the time ``fit()`` needs it. A put of ``None`` is the
-    cheapest public call that builds it.
-    """
-    import contextlib
-    import threading
-
-    def put_nothing() -> None:
-        with contextlib.suppress(Exception):  # disconnected meanwhile: fit() will say
-            ray.put(None)
-
-    threading.Thread(target=put_nothing, name="fasttune-ray-warm-up", daemon=True).start()
-
-
 __getattr__ = lazy_names(globals(), _LAZY)
 
 
@@ -95,5 +76,4 @@ __all__ = [
     "TrialStopped",
     "TrialUnqueued",
     "start_fork_server",
-    "warm_ray_serialization",
 ]
