@@ -199,8 +199,13 @@ def test_a_dead_actor_is_retried_from_its_last_checkpoint(ray_connected, run_con
 
 def test_a_trial_whose_actor_died_fails_with_rays_error(ray_connected, run_config, tmp_path):
     """As in Ray Tune: Result.error (and what fail_fast="raise" raises) is Ray's
-    ActorDiedError, the documented way to tell a lost process from the code's error."""
-    space = {"die_at": 2, "marker_dir": str(tmp_path)}
+    ActorDiedError, the documented way to tell a lost process from the code's error.
+
+    It dies at its third step, 0.2 s in: dying in the call right after the one that
+    started it, the actor could lose that call's reply (Ray sends it after the call
+    returns), and the driver would then take the trial for one that never ran on an
+    actor that had died idle, and start it again on a new one."""
+    space = {"die_at": 3, "sleep": 0.1, "marker_dir": str(tmp_path)}
     grid = tune.Tuner(Steps, param_space=space, run_config=run_config(name="error")).fit()
     assert grid.num_errors == 1
     assert isinstance(grid.errors[0], ray.exceptions.ActorDiedError)
