@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import time
-from os import getpid
 from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
-from fasttune._support.process_info import hostname, node_ip
+from fasttune._support.process_info import hostname, node_ip, pid
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -76,7 +75,7 @@ def auto_filled_metrics(
         R.TIMESTAMP: timestamp if timestamp else seconds,
         R.TIME_THIS_ITER_S: time_this_iter,
         R.TIME_TOTAL_S: time_total,
-        R.PID: getpid(),
+        R.PID: pid(),
         R.HOSTNAME: hostname(),
         R.NODE_IP: node_ip(),
         R.CONFIG: config,
