@@ -13,11 +13,13 @@ from fasttune import result as R
 from fasttune._internal.launcher import resume_point
 from fasttune._internal.state_loading import LoadedExperiment
 from fasttune._internal.trial_state import trial_from_state
+from fasttune._support.gc_pause import paused_gc
 from fasttune.experiment.trial import Trial, TrialStatus
 
 logger = logging.getLogger(__name__)
 
 
+@paused_gc()
 def restored_trials(
     loaded: LoadedExperiment,
     spec: Any,

@@ -37,6 +37,7 @@ from fasttune._internal.state_layout import (
     positions_in_bitmap,
 )
 from fasttune._internal.state_recovery import pending_records, records_from_folders
+from fasttune._support.gc_pause import paused_gc
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class LoadedExperiment:
     callback_state: Any = None
 
 
+@paused_gc()
 def load_state(
     path: str, *, pickles: bool = True, plugin_states: bool = True, folders_only: bool = False
 ) -> tuple[LoadedExperiment, int]:
@@ -192,6 +194,7 @@ def _any_trainable_name(
     return str(document.get("meta", {}).get("trainable_name") or "trainable")
 
 
+@paused_gc()
 def load_trials(
     experiment_path: str,
     *,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
 from fasttune._support.flatten import flatten_result
+from fasttune._support.gc_pause import paused_gc
 from fasttune.checkpoint import Checkpoint
 from fasttune.experiment.trial import Trial
 from fasttune.results import _scan
@@ -413,6 +414,10 @@ class ExperimentAnalysis:
         check_mode(mode)
         if mode and not metric:
             raise ValueError("`dataframe(mode=...)` needs a `metric` too.")
+        with paused_gc():  # a row per trial, all alive until the frame is built
+            return self._dataframe(metric, mode)
+
+    def _dataframe(self, metric: str | None, mode: str | None) -> pd.DataFrame:
         configs = self.get_all_configs(prefix=True)
         rows = []
         for trial in self.trials:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, overload
 
 from fasttune import result as R
+from fasttune._support.gc_pause import paused_gc
 from fasttune.experiment.trial import Trial, TrialStatus
 from fasttune.results import _trial_files as files
 from fasttune.results._scoring import flat_row
@@ -40,7 +41,8 @@ class ResultGrid:
 
     def __init__(self, experiment_analysis: ExperimentAnalysis):
         self._experiment_analysis = experiment_analysis
-        self._results = [self._trial_to_result(t) for t in experiment_analysis.trials]
+        with paused_gc():  # many long-lived objects at once (see gc_pause)
+            self._results = [self._trial_to_result(t) for t in experiment_analysis.trials]
 
     # ------------------------------------------------------------------ sequence
     def __len__(self) -> int:
