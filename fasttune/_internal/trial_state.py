@@ -104,6 +104,8 @@ def trial_from_state(
     manager = CheckpointManager(trial.local_path or "", num_to_keep, score_attribute, score_order)
     manager.load_json(state.get("checkpoints"))
     trial.checkpoint_manager = manager
+    if trial.is_finished():
+        trial.compact()  # as a trial that finishes in a run (a third of its memory)
     return trial
 
 

@@ -194,9 +194,9 @@ class Trial:
             self.start_time = time.time()
         self.status = TrialStatus(status)
         if self.is_finished():
-            self._compact()
+            self.compact()
 
-    def _compact(self) -> None:
+    def compact(self) -> None:
         """Keep less of a finished trial: the driver holds every trial to the end.
 
         Only the loggers read the flattened result (while the trial reports); the

@@ -57,3 +57,27 @@ def test_reporting_again_after_finishing_keeps_counting():
     trial.update_last_result({"loss": 5.0})
     analysis = trial.metric_analysis["loss"]
     assert (analysis["max"], analysis["min"], analysis["avg"], analysis["last"]) == (5, 1, 3, 5)
+
+
+def test_a_restored_finished_trial_is_compacted_and_reads_its_statistics_from_files(tmp_path):
+    import fasttune as tune
+    from fasttune.results import ExperimentAnalysis
+
+    def trainable(config):
+        for i in range(4):
+            tune.report({"loss": config["x"] * (4 - i)})
+
+    tune.Tuner(
+        trainable,
+        param_space={"x": tune.grid_search([1.0, 2.0])},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="exp", verbose=0),
+    ).fit()
+    trials = ExperimentAnalysis(str(tmp_path / "exp")).trials
+    assert len(trials) == 2
+    for trial in trials:
+        assert trial.last_flat_result == {}
+        assert all(type(entry) is tuple for entry in trial._stats.values())
+        assert trial.last_result[R.CONFIG] is trial.config
+        loss = trial.metric_analysis["loss"]  # every result, from the trial's files
+        x = trial.config["x"]
+        assert (loss["max"], loss["min"], loss["avg"]) == (4 * x, x, 2.5 * x)
