@@ -28,7 +28,6 @@ from fasttune.results._scoring import (
     score,
 )
 from fasttune.results._trial_files import resolve_filesystem
-from fasttune.utils.util import flatten_dict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -167,7 +166,7 @@ class ExperimentAnalysis:
     def get_all_configs(self, prefix: bool = False) -> dict[str, dict[str, Any]]:
         """Trial id -> config; with ``prefix``, flattened as ``config/<key>``."""
         return {
-            t.trial_id: flatten_dict({R.CONFIG: t.config}) if prefix else t.config
+            t.trial_id: flatten_result({R.CONFIG: t.config}) if prefix else t.config
             for t in self.trials
         }
 
