@@ -41,11 +41,11 @@ class ResultPipeline:
         """The decision for ``result`` and the result as recorded."""
         spec = self.spec
         if result.get(R.RESULT_DUPLICATE):
-            # The function returned without a new result: its last one is final.
-            final = dict(trial.last_result)
+            # The function returned without a new result: its last one is final, marked
+            # done in place as Ray does (a copy was 0.5 KB per trial the driver keeps).
+            final = trial.last_result
             final[R.DONE] = True
-            trial.last_result = final  # the marker is the runner's, not a metric
-            return STOP, {**final, R.RESULT_DUPLICATE: True}
+            return STOP, {**final, R.RESULT_DUPLICATE: True}  # the marker: not a metric
         result[R.EXPERIMENT_TAG] = trial.experiment_tag
         result.setdefault(R.CHECKPOINT_DIR_NAME, None)
         flat = flatten_result(result, exclude=_NOT_METRICS)

@@ -223,3 +223,30 @@ def test_inline_executor_runs_in_process(run_config, monkeypatch, executor):
         pid, tune_config=tune.TuneConfig(num_samples=2), run_config=run_config()
     ).fit()
     assert {r.metrics["pid"] for r in grid} == {os.getpid()}
+
+
+def test_a_function_that_returns_marks_its_last_result_done_in_place(run_config):
+    """As Ray: the final result of a function that returns is its last reported one,
+    the same dict, with ``done`` set (no copy kept beside it)."""
+
+    class Capture(tune.Callback):
+        def __init__(self) -> None:
+            self.reported: list = []
+            self.final = None
+
+        def on_trial_result(self, iteration, trials, trial, result, **info):
+            self.reported.append(result)
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self.final = trial.last_result
+
+    def trainable(config):
+        for i in range(3):
+            tune.report({"score": i})
+
+    capture = Capture()
+    grid = tune.Tuner(trainable, run_config=run_config(callbacks=[capture])).fit()
+    assert [r["score"] for r in capture.reported] == [0, 1, 2]
+    assert capture.final is capture.reported[-1]
+    assert capture.final["done"] is True and "__duplicate__" not in capture.final
+    assert grid[0].metrics["done"] is True and grid[0].metrics["score"] == 2
