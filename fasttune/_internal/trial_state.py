@@ -105,7 +105,7 @@ def trial_from_state(
     manager.load_json(state.get("checkpoints"))
     trial.checkpoint_manager = manager
     if trial.is_finished():
-        trial.compact()  # as a trial that finishes in a run (a third of its memory)
+        trial.compact()  # final statistics, shared config: as when it finished in a run
     return trial
 
 

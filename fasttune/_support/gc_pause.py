@@ -3,8 +3,8 @@
 Rebuilding 100,000 trials (a restore, a result grid, a data frame) allocates millions
 of containers that all stay alive. Each allocation counts towards the collector's
 thresholds, and its full collections traverse everything built so far, for nothing:
-without a pause, half of a 100,000-trial restore was garbage collection (17.9 s
-against 8.2 s, bench/bench_scale.py).
+half of a 100,000-trial restore was garbage collection (17.9 s, against 8.9-9.5 s
+with the pause, on bench/bench_scale.py's experiment).
 """
 
 from __future__ import annotations
