@@ -84,43 +84,18 @@ class Trial:
     # Slots: the driver holds every trial to the end of a run, and an instance dict of
     # more than 30 keys is not shared between instances (1.6 KB per trial; slots: 0.4).
     # ``__dict__`` keeps other attributes possible (callbacks may set their own).
+    # fmt: off
     __slots__ = (
-        "__dict__",
-        "__weakref__",
-        "_stats",
-        "_stats_loader",
-        "checkpoint_at_end",
-        "checkpoint_frequency",
-        "checkpoint_manager",
-        "config",
-        "custom_dirname",
-        "custom_trial_name",
-        "ending_told",
-        "error_file",
-        "error_msg",
-        "evaluated_params",
-        "experiment_path",
-        "experiment_tag",
-        "last_flat_result",
-        "last_result",
-        "max_failures",
-        "num_failures",
-        "num_restore_failures",
-        "pickled_error_file",
-        "placement_group_factory",
-        "relative_logdir",
-        "restore_from_scratch",
-        "restore_path",
-        "results_count",
-        "resume_point",
-        "saving_to",
-        "start_time",
-        "stats_partial",
-        "status",
-        "stopping_criterion",
-        "trainable_name",
-        "trial_id",
+        "__dict__", "__weakref__", "_stats", "_stats_loader", "checkpoint_at_end",
+        "checkpoint_frequency", "checkpoint_manager", "config", "custom_dirname",
+        "custom_trial_name", "ending_told", "error_file", "error_msg", "evaluated_params",
+        "experiment_path", "experiment_tag", "last_flat_result", "last_result",
+        "max_failures", "num_failures", "num_restore_failures", "pickled_error_file",
+        "placement_group_factory", "relative_logdir", "restore_from_scratch",
+        "restore_path", "results_count", "resume_point", "saving_to", "start_time",
+        "stats_partial", "status", "stopping_criterion", "trainable_name", "trial_id",
     )
+    # fmt: on
 
     PENDING = TrialStatus.PENDING
     RUNNING = TrialStatus.RUNNING
