@@ -10,6 +10,7 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._internal.checkpoint_manager import CheckpointManager
+from fasttune._support.gc_pause import paused_gc
 from fasttune.experiment.trial import Trial, TrialStatus
 from fasttune.results import _trial_files as files
 from fasttune.storage.filesystem import FileSystem
@@ -24,6 +25,7 @@ def is_trial_dir(fs: FileSystem, path: str) -> bool:
     )
 
 
+@paused_gc()  # every trial and its results at once (see gc_pause)
 def scan_trials(
     fs: FileSystem, experiment_path: str, *, pickles: bool = True
 ) -> tuple[list[Trial], dict[str, History]]:
