@@ -350,10 +350,11 @@ class TrialLifecycle:
     def told(self, trial: Trial) -> None:
         """The callbacks were told that ``trial`` ended: journal it, so that a restore
         tells them only about endings they may have missed (at least once)."""
-        if trial.ending_told:
-            return  # journaled as told when it ended (nothing to tell)
-        trial.ending_told = True
-        self._state.record_trial(trial)
+        if not trial.ending_told:  # else journaled as told when it ended (nothing to tell)
+            trial.ending_told = True
+            self._state.record_trial(trial)
+        if trial.is_finished():
+            trial.compact()  # told and journaled: it keeps less from now on
 
     def end_waiting(self, trial: Trial) -> None:
         """A PENDING or PAUSED trial ends without running again."""

@@ -7,7 +7,6 @@ import logging
 import numbers
 import os
 import re
-import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fasttune import result as R
+from fasttune._support import packing
 from fasttune._support.log_once import log_once
 from fasttune.experiment.metric_stats import NO_STATS as _NO_STATS
 from fasttune.experiment.metric_stats import NOT_NUMBERS as _NOT_NUMBERS
@@ -26,7 +26,7 @@ from fasttune.experiment.metric_stats import reopened_stats as _reopened_stats
 MAX_DIRNAME_LENGTH = 130
 _ANALYSIS_KEYS = ("max", "min", "avg", "last", "last-5-avg", "last-10-avg")
 # Result values that repeat across trials: interned when a trial finishes.
-_INTERNED_KEYS = (R.HOSTNAME, R.NODE_IP, R.EXPERIMENT_ID, R.DATE, R.TRIAL_ID)
+_NOTHING = object()
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,10 @@ class Trial:
     # ``__dict__`` keeps other attributes possible (callbacks may set their own).
     # fmt: off
     __slots__ = (
-        "__dict__", "__weakref__", "_stats", "_stats_loader", "checkpoint_at_end",
-        "checkpoint_frequency", "checkpoint_manager", "config", "custom_dirname",
-        "custom_trial_name", "ending_told", "error_file", "error_msg", "evaluated_params",
-        "experiment_path", "experiment_tag", "last_flat_result", "last_result",
+        "__dict__", "__weakref__", "_last_result", "_packed", "_stats", "_stats_loader",
+        "checkpoint_at_end", "checkpoint_frequency", "checkpoint_manager", "config",
+        "custom_dirname", "custom_trial_name", "ending_told", "error_file", "error_msg",
+        "evaluated_params", "experiment_path", "experiment_tag", "last_flat_result",
         "max_failures", "num_failures", "num_restore_failures", "pickled_error_file",
         "placement_group_factory", "relative_logdir", "restore_from_scratch",
         "restore_path", "results_count", "resume_point", "saving_to", "start_time",
@@ -135,9 +135,12 @@ class Trial:
         self.custom_dirname = custom_dirname
 
         self.status = TrialStatus.PENDING
-        self.last_result: dict[str, Any] = {}
+        self._last_result: dict[str, Any] | None = {}
         # key -> running statistics (a list), or final figures once finished (a tuple)
         self._stats: dict[str, list[Any] | tuple[Any, ...]] = {}
+        # A finished trial's last result and statistics, packed (``_support.packing``;
+        # both fields above are then None): see :meth:`compact`.
+        self._packed: bytes | None = None
         # A trial rebuilt from its saved state knows its last result only: its
         # statistics are partial until taken from all its results (its files), which
         # a reader of the experiment arranges with ``load_stats_when_asked``.
@@ -210,33 +213,96 @@ class Trial:
             self.start_time = time.time()
         self.status = TrialStatus(status)
         if self.is_finished():
-            self.compact()
+            self._finish_stats()
+        elif self._packed is not None:
+            self._unpack_in_place()
+
+    def _finish_stats(self) -> None:
+        """Only the loggers read the flattened result (while the trial reports), and
+        the statistics of a finished trial shrink to their final figures."""
+        if self._packed is None:
+            self.last_flat_result = {}
+            self._stats = {
+                key: entry if isinstance(entry, tuple) else _final_stats(entry)
+                for key, entry in self._stats.items()
+            }
 
     def compact(self) -> None:
         """Keep less of a finished trial: the driver holds every trial to the end.
 
-        Only the loggers read the flattened result (while the trial reports); the
-        statistics shrink to their final figures; the last result's config becomes
-        the trial's own when equal, and its repeated strings are interned.
+        Called once the plugins and callbacks were told that the trial ended (they
+        see its last result as it was reported). Its last result and final statistics
+        are packed into one small blob (``_support.packing``), the config left out
+        when it is the trial's own: reading :attr:`last_result` or
+        :attr:`metric_analysis` then unpacks a new copy each time (a change to that
+        copy is not kept: assign ``last_result`` instead). A trial that runs again is
+        unpacked.
         """
-        self.last_flat_result = {}
-        self._stats = {
-            key: entry if isinstance(entry, tuple) else _final_stats(entry)
-            for key, entry in self._stats.items()
-        }
-        result = self.last_result
-        reported = result.get(R.CONFIG)
-        if reported is not None and reported is not self.config:
+        if self._packed is not None:
+            return
+        self._finish_stats()
+        stats = self._stats
+        result = self._last_result or {}
+        reported = result.get(R.CONFIG, _NOTHING)
+        own_config = reported is self.config
+        if not own_config and reported is not _NOTHING:
             try:
-                same = bool(reported == self.config)
+                own_config = bool(reported == self.config)
             except Exception:  # values that do not compare plainly (arrays)
-                same = False
-            if same:
-                result[R.CONFIG] = self.config
-        for key in _INTERNED_KEYS:
-            value = result.get(key)
-            if type(value) is str:
-                result[key] = sys.intern(value)
+                own_config = False
+        if own_config:
+            result = dict(result)
+            result[R.CONFIG] = None  # the trial's own, put back when unpacked
+        try:
+            blob = packing.pack((result, stats, own_config))
+        except Exception:  # a value pickle refuses: kept as it is
+            return
+        # This order lets a reader on another thread (a dashboard) see one or the other.
+        self._packed = blob
+        self._last_result = None
+        self._stats = None  # type: ignore[assignment]
+
+    def _unpacked(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The packed last result and statistics (new objects)."""
+        result, stats, own_config = packing.unpack(self._packed)  # type: ignore[arg-type]
+        if own_config:
+            result[R.CONFIG] = self.config
+        return result, stats
+
+    def _unpack_in_place(self) -> None:
+        """Hold the last result and statistics as plain objects again (to change them)."""
+        if self._packed is not None:
+            self._last_result, self._stats = self._unpacked()
+            self._packed = None
+
+    @property
+    def last_result(self) -> dict[str, Any]:
+        """The latest result (a copy each time it is read once the trial is finished)."""
+        result = self._last_result
+        if result is None:
+            if self._packed is None:  # unpacked meanwhile, by another thread
+                return self._last_result or {}
+            return self._unpacked()[0]
+        return result
+
+    @last_result.setter
+    def last_result(self, result: dict[str, Any]) -> None:
+        self._stats = self._live_stats()
+        self._packed = None
+        self._last_result = result
+
+    def __getstate__(self) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        # A packed blob is only valid in this process: pickles and copies get it unpacked.
+        slots = {name: getattr(self, name) for name in _STATE_SLOTS if hasattr(self, name)}
+        if self._packed is not None:
+            slots["_last_result"], slots["_stats"] = self._unpacked()
+            slots["_packed"] = None
+        return self.__dict__ or None, slots
+
+    def _live_stats(self) -> dict[str, Any]:
+        """The statistics to update in place (unpacked first if packed)."""
+        self._unpack_in_place()
+        return self._stats
 
     def set_config(self, config: dict[str, Any]) -> None:
         self.config = config
@@ -257,7 +323,9 @@ class Trial:
             flat_result: The same result flattened with ``/`` if already computed;
                 statistics are kept per flattened key (``a/b``).
         """
-        self.last_result = result
+        if self._packed is not None:  # a finished trial that reports again (rare)
+            self._unpack_in_place()
+        self._last_result = result
         self.results_count += 1
         if flat_result is None:
             from fasttune._support.flatten import flatten_result
@@ -299,7 +367,7 @@ class Trial:
         trial's files and sent their statistics, ``metric_stats.stats_of``), before
         the result that followed them is recorded."""
         self.results_count += count
-        merge_stats(self._stats, stats)
+        merge_stats(self._live_stats(), stats)
 
     def load_stats_when_asked(self, results: Callable[[], Sequence[Mapping[str, Any]]]) -> None:
         """Take the statistics from ``results()`` (every result of the trial, oldest
@@ -314,10 +382,15 @@ class Trial:
             self._stats_loader = None
             flats = loader()
             if flats:
+                packed = self._packed is not None
+                self._unpack_in_place()
                 self._stats = dict(stats_of(flats))
                 self.stats_partial = False
+                if packed:
+                    self.compact()
+        stats = self._stats if self._packed is None else self._unpacked()[1]
         analysis = {}
-        for key, entry in self._stats.items():
+        for key, entry in stats.items():
             if not isinstance(entry, tuple):
                 entry = _final_stats(entry)
             analysis[key] = dict(zip(_ANALYSIS_KEYS, entry[:6]))
@@ -398,3 +471,6 @@ class Trial:
                 self.checkpoint_manager.to_json() if self.checkpoint_manager is not None else None
             ),
         }
+
+
+_STATE_SLOTS = tuple(name for name in Trial.__slots__ if not name.startswith("__"))

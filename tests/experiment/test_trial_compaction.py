@@ -21,38 +21,81 @@ def report(trial: Trial, values: list[float]) -> None:
         )
 
 
+def finish(trial: Trial, status: TrialStatus = TrialStatus.TERMINATED) -> None:
+    """As the run ends a trial: its status, then, once the callbacks were told, compaction."""
+    trial.set_status(status)
+    trial.compact()
+
+
 def test_statistics_read_the_same_after_the_trial_finishes():
     trial = Trial("f", config={"lr": 0.1})
     report(trial, [5.0, 3.0, 4.0, 1.0, 2.0, 7.0, 6.0, 0.5, 9.0, 8.0, 3.5, 2.5])
     before = trial.metric_analysis
-    trial.set_status(TrialStatus.TERMINATED)
+    finish(trial)
     assert trial.metric_analysis == before
     assert before["loss"]["last-5-avg"] == pytest.approx((0.5 + 9 + 8 + 3.5 + 2.5) / 5)
     assert trial.last_flat_result == {}
 
 
-def test_last_result_shares_the_trial_config_and_interns_strings():
+def test_a_finished_trial_packs_its_last_result_and_reads_it_the_same():
     trial = Trial("f", config={"lr": 0.1})
-    report(trial, [1.0])
+    report(trial, [1.0, 2.0])
+    trial.last_result["nested"] = {"a": [1, 2]}
+    before = dict(trial.last_result)
+    order = list(before)
+    reported = trial.last_result
     trial.set_status(TrialStatus.TERMINATED)
-    assert trial.last_result[R.CONFIG] is trial.config
-    other = Trial("g", config={"lr": 0.1})
-    report(other, [2.0])
-    other.set_status(TrialStatus.ERROR)
-    assert trial.last_result[R.HOSTNAME] is other.last_result[R.HOSTNAME]
+    assert trial.last_result is reported  # as reported, while the callbacks are told
+    trial.compact()
+    assert trial._last_result is None and trial._stats is None
+    assert isinstance(trial._packed, bytes) and len(trial._packed) < 200
+    assert trial.last_result == before and list(trial.last_result) == order
+    assert trial.last_result[R.CONFIG] is trial.config  # the trial's own, not a copy
+    assert trial.last_result is not trial.last_result  # a copy at each read
+
+
+def test_a_result_value_pickle_refuses_keeps_the_trial_unpacked():
+    trial = Trial("f")
+    trial.update_last_result({"loss": 1.0, "lock": __import__("threading").Lock()})
+    finish(trial)
+    assert trial._packed is None
+    assert trial.last_result["loss"] == 1.0
+    assert trial.metric_analysis["loss"]["last"] == 1.0
+
+
+def test_a_trial_that_runs_again_is_unpacked_and_changes_in_place():
+    trial = Trial("f")
+    report(trial, [1.0, 3.0])
+    finish(trial, TrialStatus.ERROR)
+    trial.set_status(TrialStatus.PENDING)
+    assert trial._packed is None
+    trial.last_result["mark"] = 1
+    assert trial.last_result["mark"] == 1
+    finish(trial)
+    assert trial.last_result["mark"] == 1
+
+
+def test_a_result_set_on_a_finished_trial_replaces_the_packed_one():
+    trial = Trial("f")
+    report(trial, [1.0, 3.0])
+    finish(trial)
+    trial.last_result = {"loss": 9.0}
+    trial.last_result["extra"] = 2
+    assert trial.last_result == {"loss": 9.0, "extra": 2}
+    assert trial.metric_analysis["loss"]["max"] == 3.0  # statistics kept
 
 
 def test_a_config_that_does_not_compare_plainly_is_left_alone():
     trial = Trial("f", config={"w": np.arange(3)})
     trial.update_last_result({"loss": 1.0, R.CONFIG: {"w": np.arange(3)}})
-    trial.set_status(TrialStatus.TERMINATED)
+    finish(trial)
     assert trial.last_result[R.CONFIG] is not trial.config
 
 
 def test_reporting_again_after_finishing_keeps_counting():
     trial = Trial("f")
     report(trial, [1.0, 3.0])
-    trial.set_status(TrialStatus.TERMINATED)
+    finish(trial)
     trial.set_status(TrialStatus.RUNNING)
     trial.update_last_result({"loss": 5.0})
     analysis = trial.metric_analysis["loss"]
@@ -76,7 +119,8 @@ def test_a_restored_finished_trial_is_compacted_and_reads_its_statistics_from_fi
     assert len(trials) == 2
     for trial in trials:
         assert trial.last_flat_result == {}
-        assert all(type(entry) is tuple for entry in trial._stats.values())
+        assert trial._packed is not None
+        assert all(type(entry) is tuple for entry in trial._unpacked()[1].values())
         assert trial.last_result[R.CONFIG] is trial.config
         loss = trial.metric_analysis["loss"]  # every result, from the trial's files
         x = trial.config["x"]
@@ -93,8 +137,35 @@ def test_a_trial_keeps_its_attributes_in_slots_and_still_takes_others():
     assert not hasattr(trial, "__dict__") or not trial.__dict__
     assert sys.getsizeof(trial) < 400  # a dict of its 33 attributes alone took 1.6 KB
     trial.custom_mark = "set by a callback"
-    for copied in (pickle.loads(pickle.dumps(trial)), copy.deepcopy(trial)):
-        assert copied.trial_id == trial.trial_id
-        assert copied.last_result == trial.last_result
-        assert copied.metric_analysis == trial.metric_analysis
-        assert copied.custom_mark == "set by a callback"
+    for finished in (False, True):
+        if finished:
+            finish(trial)
+            assert trial._packed is not None
+        for copied in (pickle.loads(pickle.dumps(trial)), copy.deepcopy(trial)):
+            assert copied.trial_id == trial.trial_id
+            assert copied._packed is None  # a blob is valid in its own process only
+            assert copied.last_result == trial.last_result
+            assert copied.metric_analysis == trial.metric_analysis
+            assert copied.custom_mark == "set by a callback"
+
+
+def test_a_packed_trial_pickled_to_a_fresh_process_reads_the_same(tmp_path):
+    import pickle
+    import subprocess
+    import sys
+
+    trial = Trial("f", config={"lr": 0.1})
+    report(trial, [1.0, 2.0])
+    finish(trial)
+    (tmp_path / "trial.pkl").write_bytes(pickle.dumps(trial))
+    code = (
+        "import pickle, sys; t = pickle.load(open(sys.argv[1], 'rb'));"
+        "print(t.last_result['loss'], t.metric_analysis['loss']['avg'], t.config)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "trial.pkl")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.split() == ["2.0", "1.5", "{'lr':", "0.1}"]

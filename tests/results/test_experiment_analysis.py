@@ -79,7 +79,7 @@ def test_defaults_are_used(trials, experiment_dir):
     assert name_of(analysis.get_best_trial()) == reference_best("last", "min")
     assert name_of(analysis.best_trial) == "A"
     assert analysis.best_config == analysis.best_trial.config
-    assert analysis.best_result is analysis.best_trial.last_result
+    assert analysis.best_result == analysis.best_trial.last_result
     assert analysis.get_best_config(mode="max", scope="all") == trials[0].config
 
 
