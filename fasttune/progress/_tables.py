@@ -61,17 +61,31 @@ def trial_count_str(trials: Sequence[Any], total_samples: int | None) -> str:
     return f"Number of trials: {len(trials)}{total} ({counts})"
 
 
-def _metric_value(trial: Any, metric: str) -> float | None:
-    value = lookup(trial.last_result, metric)
+def metric_value(result: Mapping[str, Any], metric: str) -> float | None:
+    """``metric`` of ``result`` (``a/b`` for nested keys) as a float, if a finite number."""
+    value = lookup(result, metric)
     return float(value) if is_finite_number(value) else None
 
 
-def best_trial(trials: Sequence[Any], metric: str | None, mode: str | None) -> Any | None:
-    """The trial whose last result is best for ``metric`` and ``mode``, or None."""
+def _metric_value(trial: Any, metric: str) -> float | None:
+    return metric_value(trial.last_result, metric)
+
+
+def best_trial(
+    trials: Sequence[Any],
+    metric: str | None,
+    mode: str | None,
+    start: tuple[Any, float] | None = None,
+) -> Any | None:
+    """The trial whose last result is best for ``metric`` and ``mode``, or None.
+
+    ``start``: the best of the trials before ``trials`` and its score (higher is
+    better), which a trial of ``trials`` must beat.
+    """
     if not metric or mode not in ("min", "max"):
         return None
     sign = 1.0 if mode == "max" else -1.0
-    best, best_score = None, -float("inf")
+    best, best_score = start if start is not None else (None, -float("inf"))
     for trial in trials:
         value = _metric_value(trial, metric)
         if value is not None and value * sign > best_score:
@@ -168,9 +182,9 @@ def progress_table(
     """
     sort_key = _metric_sort_key(metric, mode) if sort_by_metric else None
     rows, overflow = _ordered_rows(trials, max_rows, sort_key)
-    metric_keys = [
-        k for k in metric_columns if any(lookup(t.last_result, k) is not None for t in rows)
-    ]
+    # Read once per row: a finished trial's last result is unpacked at each read.
+    lasts = [t.last_result for t in rows]
+    metric_keys = [k for k in metric_columns if any(lookup(r, k) is not None for r in lasts)]
     if parameter_columns:
         param_keys = list(parameter_columns)
     else:
@@ -179,14 +193,14 @@ def progress_table(
     headers += _labels(parameter_columns or param_keys, param_keys, max_column_length)
     headers += _labels(metric_columns, metric_keys, max_column_length)
     table = []
-    for t in rows:
+    for t, last in zip(rows, lasts):
         row: list[Any] = [str(t), status_of(t)]
         for key in param_keys:
             value = lookup(t.config, key, _MISSING)
             if value is _MISSING:
                 value = (t.evaluated_params or {}).get(key)
             row.append(_cell(value, max_column_length))
-        row += [_cell(lookup(t.last_result, k), max_column_length) for k in metric_keys]
+        row += [_cell(lookup(last, k), max_column_length) for k in metric_keys]
         table.append(row)
     lines = [fmt.table(headers, table)]
     if overflow:

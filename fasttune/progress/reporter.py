@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from fasttune.progress import _bar, _tables
 from fasttune.progress._format import Format, get_format, is_number, time_passed_str
+from fasttune.progress._settled import SettledTrials
 from fasttune.result import AUTO_RESULT_KEYS, DEFAULT_METRIC
 
 Columns = list[str] | dict[str, str]
@@ -159,6 +160,7 @@ class TuneReporterBase(ProgressReporter):
         )
         self._parameter_columns: Columns = parameter_columns or []
         self._inferred: dict[str, str] = {}
+        self._settled = SettledTrials()
         self._total_samples = total_samples
         self._max_progress_rows = max_progress_rows
         self._max_error_rows = max_error_rows
@@ -252,27 +254,37 @@ class TuneReporterBase(ProgressReporter):
             return True
         return False
 
-    def _columns(self, trials: Sequence[Any]) -> Columns:
-        if self._metrics_override:
-            return self._metric_columns
+    def _base_columns(self) -> dict[str, str]:
+        """The metric columns asked for, and the run's metric."""
         columns = dict(self._metric_columns)  # type: ignore[arg-type]
         if self._metric and self._metric != DEFAULT_METRIC:
             columns.setdefault(self._metric, self._metric)
-        if len(self._inferred) < self._infer_limit:
-            for trial in trials:
-                for key, value in (trial.last_result or {}).items():
-                    if len(self._inferred) >= self._infer_limit:
-                        break
-                    if (
-                        key not in columns
-                        and key not in AUTO_RESULT_KEYS
-                        and not key.startswith("__")
-                        and (value is None or is_number(value))
-                    ):
-                        self._inferred[key] = key
+        return columns
+
+    def _columns(self, trials: Sequence[Any]) -> Columns:
+        if self._metrics_override:
+            return self._metric_columns
+        columns = self._base_columns()
+        for trial in trials:
+            if len(self._inferred) >= self._infer_limit:
+                break
+            self._infer(trial.last_result or {}, columns)
         for key in self._inferred:
             columns.setdefault(key, key)
         return columns
+
+    def _infer(self, result: Mapping[str, Any], columns: Columns) -> None:
+        """Take the numeric keys of ``result`` as metric columns, up to the limit."""
+        for key, value in result.items():
+            if len(self._inferred) >= self._infer_limit:
+                return
+            if (
+                key not in columns
+                and key not in AUTO_RESULT_KEYS
+                and not key.startswith("__")
+                and (value is None or is_number(value))
+            ):
+                self._inferred[key] = key
 
     def _best_metric(self) -> str | None:
         if self._metric:
@@ -294,7 +306,17 @@ class TuneReporterBase(ProgressReporter):
         ``table`` and ``delim`` (and ``bar``), as the terminal's rich format.
         """
         f = get_format(fmt)
-        columns = self._columns(trials)
+        # The leading finished trials are read once (progress/_settled.py), the rest at
+        # each report.
+        settled = self._settled
+        metric = self._best_metric()
+        if self._metrics_override or len(self._inferred) >= self._infer_limit:
+            settled.read(trials, metric, self._mode, _ignore)
+        else:
+            base = self._base_columns()
+            settled.read(trials, metric, self._mode, lambda result: self._infer(result, base))
+        unsettled = trials[settled.count :]
+        columns = self._columns(unsettled)
         now = self._clock()
         lines = [f.text("== Status =="), f.text(time_passed_str(self._start_time, now))]
         if progress_bar:
@@ -302,8 +324,11 @@ class TuneReporterBase(ProgressReporter):
             draw = getattr(f, "bar", None)
             lines.append(draw(progress) if draw else f.text(_bar.text_bar(progress)))
         lines += [f.text(str(info)) for info in sys_info if info]
-        metric = self._best_metric()
-        best = _tables.best_trial(trials, metric, self._mode)
+        if self._best_metric() == metric:
+            best = _tables.best_trial(unsettled, metric, self._mode, settled.best)
+        else:  # just inferred: the settled trials were read for another metric
+            metric = self._best_metric()
+            best = _tables.best_trial(trials, metric, self._mode)
         if best is not None and metric is not None:
             lines.append(f.text(_tables.best_trial_str(best, metric, self._parameter_columns)))
         if trials:
@@ -322,6 +347,10 @@ class TuneReporterBase(ProgressReporter):
                 )
             lines += _tables.error_table(trials, f, None if done else self._max_error_rows)
         return f.delim.join(lines) + f.delim
+
+
+def _ignore(result: Mapping[str, Any]) -> None:
+    pass
 
 
 def _add_column(columns: Columns, key: str, representation: str | None, what: str) -> None:

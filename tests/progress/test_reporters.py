@@ -84,6 +84,8 @@ def make_trial(tmp_path) -> MakeTrial:
             trial.error_file = f"{trial.local_path}/error.txt"
             trial.num_failures = 2
         trial.set_status(status)  # type: ignore[arg-type]
+        if trial.is_finished():
+            trial.compact()  # as a run leaves a finished trial
         return trial
 
     return make
@@ -202,6 +204,58 @@ def test_best_trial_line(make_trial: MakeTrial) -> None:
     best_max = _report(CLIReporter(metric="loss", mode="max"), trials)
     assert "Current best trial: abcde_00000 with loss=1.0" in best_max
     assert "Current best trial" not in _report(CLIReporter(), trials)
+
+
+class CountingTrial(Trial):
+    """A trial that counts the reads of its last result."""
+
+    reads: dict[str, int] = {}
+
+    @property
+    def last_result(self) -> dict[str, Any]:
+        CountingTrial.reads[self.trial_id] = CountingTrial.reads.get(self.trial_id, 0) + 1
+        return Trial.last_result.fget(self)  # type: ignore[attr-defined]
+
+    @last_result.setter
+    def last_result(self, result: dict[str, Any]) -> None:
+        Trial.last_result.fset(self, result)  # type: ignore[attr-defined]
+
+
+def test_each_report_reads_a_finished_trial_once_and_finds_the_same_best(tmp_path) -> None:
+    def trial(i: int, loss: float, status: str) -> CountingTrial:
+        t = CountingTrial("train", trial_id=f"t{i}", config={"i": i}, evaluated_params={"i": i})
+        t.set_status(Trial.RUNNING)
+        t.update_last_result({"training_iteration": 1, "loss": loss, "acc": -loss})
+        t.set_status(status)  # type: ignore[arg-type]
+        if t.is_finished():
+            t.compact()
+        return t
+
+    losses = [5.0, 3.0, 3.0, 4.0, 6.0]
+    trials = [trial(i, loss, "TERMINATED") for i, loss in enumerate(losses)]
+    trials += [trial(5, 2.5, "RUNNING"), trial(6, 1.0, "TERMINATED")]  # after a running one
+    reporter = CLIReporter(metric="loss", mode="min")
+    CountingTrial.reads.clear()
+    for _ in range(3):
+        text = _report(reporter, trials)
+        assert "Current best trial: t6 with loss=1.0" in text
+        assert "acc" in text  # inferred from the results
+    # Once when it settles, then once per report for its row of the table.
+    assert [CountingTrial.reads[f"t{i}"] for i in range(5)] == [4, 4, 4, 4, 4]
+    # Not settled (after a running trial): its columns, its score and its row (and the
+    # best trial's line).
+    assert CountingTrial.reads["t5"] == 9 and CountingTrial.reads["t6"] == 12
+    # The leading finished trials change: the best is found again among them all.
+    trials[6].set_status(Trial.RUNNING)
+    trials[6].update_last_result({"training_iteration": 2, "loss": 9.0})
+    trials[5].update_last_result({"training_iteration": 2, "loss": 8.0})
+    trials[5].set_status(Trial.TERMINATED)
+    assert "Current best trial: t1 with loss=3.0" in _report(reporter, trials)  # ties: first
+    trials[1].set_status(Trial.RUNNING)
+    trials[1].update_last_result({"training_iteration": 2, "loss": 0.5})
+    assert "Current best trial: t1 with loss=0.5" in _report(reporter, trials)
+    trials[1].update_last_result({"training_iteration": 3, "loss": 7.0})
+    assert "Current best trial: t2 with loss=3.0" in _report(reporter, trials)
 
 
 def test_error_table(make_trial: MakeTrial) -> None:
