@@ -41,8 +41,17 @@ class ResultGrid:
 
     def __init__(self, experiment_analysis: ExperimentAnalysis):
         self._experiment_analysis = experiment_analysis
-        with paused_gc():  # many long-lived objects at once (see gc_pause)
-            self._results = [self._trial_to_result(t) for t in experiment_analysis.trials]
+        # Each Result is built when first asked for, then kept: a grid of 100,000
+        # trials whose best result alone is read does not hold 100,000 copies of their
+        # last results (a finished trial keeps its own packed, see Trial.compact).
+        self._results: list[Result | None] = [None] * len(experiment_analysis.trials)
+
+    def _result(self, index: int) -> Result:
+        result = self._results[index]
+        if result is None:
+            trial = self._experiment_analysis.trials[index]
+            result = self._results[index] = self._trial_to_result(trial)
+        return result
 
     # ------------------------------------------------------------------ sequence
     def __len__(self) -> int:
@@ -54,10 +63,17 @@ class ResultGrid:
     def __getitem__(self, i: slice) -> list[Result]: ...
     def __getitem__(self, i: int | slice) -> Result | list[Result]:
         """The ``i``-th result (trial order)."""
-        return self._results[i]
+        if isinstance(i, slice):
+            return [self._result(j) for j in range(*i.indices(len(self._results)))]
+        n = len(self._results)
+        if not -n <= i < n:
+            raise IndexError(f"ResultGrid index {i} out of range for {n} results")
+        return self._result(i % n)
 
     def __iter__(self) -> Iterator[Result]:
-        return iter(self._results)
+        with paused_gc():  # many long-lived objects at once (see gc_pause)
+            results = [self._result(j) for j in range(len(self._results))]
+        return iter(results)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -75,7 +91,10 @@ class ResultGrid:
     @property
     def errors(self) -> list[BaseException]:
         """The errors of the trials that failed."""
-        return [r.error for r in self._results if r.error]
+        trials = self._experiment_analysis.trials
+        finished_well = TrialStatus.TERMINATED
+        failed = (j for j, t in enumerate(trials) if t.status != finished_well)
+        return [error for error in (self._result(j).error for j in failed) if error]
 
     @property
     def num_errors(self) -> int:
@@ -115,7 +134,7 @@ class ResultGrid:
         """
         analysis = self._experiment_analysis
         if len(analysis.trials) == 1:
-            return self._results[0]
+            return self._result(0)
         if not metric and not analysis.default_metric:
             raise ValueError(
                 "No metric given: pass `metric=` to get_best_result() or set "
@@ -154,7 +173,7 @@ class ResultGrid:
                 f"No best trial found for the metric {name!r}: no trial reported it{why}. "
                 f"Reported metrics: {self._reported_metrics()}."
             )
-        return self._results[analysis.trials.index(best)]
+        return self._result(analysis.trials.index(best))
 
     def _reported_metrics(self) -> list[str]:
         keys: set[str] = set()
@@ -211,5 +230,5 @@ class ResultGrid:
         )
 
     def __repr__(self) -> str:
-        body = ",\n".join(r._repr(indent=2) for r in self._results)
+        body = ",\n".join(r._repr(indent=2) for r in self)
         return f"ResultGrid<[\n{body}\n]>"

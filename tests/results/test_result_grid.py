@@ -44,6 +44,23 @@ def test_sequence_protocol(mixed, experiment_dir):
     assert all(isinstance(r, Result) for r in grid)
 
 
+def test_results_are_built_when_first_asked_for_then_kept(mixed, experiment_dir):
+    grid = grid_of(experiment_dir, mixed, default_metric="score", default_mode="max")
+    built = lambda: [r is not None for r in grid._results]  # noqa: E731
+    assert built() == [False] * 4
+    assert grid[1] is grid[1] and grid[-3] is grid[1]
+    assert built() == [False, True, False, False]
+    assert len(grid.errors) == 1  # builds the results of the trials that did not end well
+    assert built() == [False, True, True, True]
+    assert grid.get_best_result() is grid[2]  # score 9.5, though it failed later
+    assert [r.path for r in grid] == [t.path for t in mixed] and all(built())
+    assert grid[1:3] == [grid[1], grid[2]]
+    with pytest.raises(IndexError, match="index 4 out of range for 4 results"):
+        grid[4]
+    with pytest.raises(IndexError):
+        grid[-5]
+
+
 def test_results_mirror_the_trials(mixed, experiment_dir):
     done = mixed[0]
     result = grid_of(experiment_dir, mixed)[0]
