@@ -197,14 +197,17 @@ class ExperimentAnalysis:
 
     # ------------------------------------------------------------------ best trial
     def _metric_stats(self, trial: Trial, metric: str) -> dict[str, float] | None:
-        if self._live_trials and metric in trial.metric_analysis:
-            return trial.metric_analysis[metric]
+        # Read once: a finished trial's statistics are unpacked at each read.
+        if self._live_trials:
+            live = trial.metric_analysis.get(metric)
+            if live is not None:
+                return live
         key = (trial.trial_id, metric)
         if key not in self._stats_cache:
             results, _ = self._history(trial)
             stats = metric_stats(files.lookup(r, metric) for r in results)
-            if stats is None and metric in trial.metric_analysis:
-                stats = trial.metric_analysis[metric]
+            if stats is None:
+                stats = trial.metric_analysis.get(metric)
             self._stats_cache[key] = stats
         return self._stats_cache[key]
 
