@@ -169,3 +169,31 @@ def test_a_packed_trial_pickled_to_a_fresh_process_reads_the_same(tmp_path):
         check=True,
     ).stdout
     assert out.split() == ["2.0", "1.5", "{'lr':", "0.1}"]
+
+
+def test_a_run_packs_each_trial_after_its_ending_callbacks(tmp_path):
+    import fasttune as tune
+
+    seen = []
+
+    class Marks(tune.Callback):
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            # Still the dict the trial reported: a mark made here is kept.
+            seen.append(trial._packed is None)
+            trial.last_result["marked"] = trial.trial_id
+
+    def trainable(config):
+        for i in range(3):
+            tune.report({"loss": config["x"] * i})
+
+    grid = tune.Tuner(
+        trainable,
+        param_space={"x": tune.grid_search([1.0, 2.0, 3.0])},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[Marks()]),
+    ).fit()
+    assert seen == [True, True, True]
+    trials = grid._experiment_analysis.trials
+    assert all(t._packed is not None for t in trials)
+    assert [t.last_result["marked"] for t in trials] == [t.trial_id for t in trials]
+    assert [r.metrics["loss"] for r in grid] == [2.0, 4.0, 6.0]
+    assert [t.metric_analysis["loss"]["avg"] for t in trials] == [1.0, 2.0, 3.0]
