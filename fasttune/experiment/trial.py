@@ -25,8 +25,7 @@ from fasttune.experiment.metric_stats import reopened_stats as _reopened_stats
 
 MAX_DIRNAME_LENGTH = 130
 _ANALYSIS_KEYS = ("max", "min", "avg", "last", "last-5-avg", "last-10-avg")
-# Result values that repeat across trials: interned when a trial finishes.
-_NOTHING = object()
+_NOTHING = object()  # a result without a config (``None`` may be one)
 
 
 @dataclass(frozen=True)
@@ -287,8 +286,7 @@ class Trial:
 
     @last_result.setter
     def last_result(self, result: dict[str, Any]) -> None:
-        self._stats = self._live_stats()
-        self._packed = None
+        self._unpack_in_place()  # its statistics stay
         self._last_result = result
 
     def __getstate__(self) -> tuple[dict[str, Any] | None, dict[str, Any]]:
