@@ -4,7 +4,7 @@ During a run, trials keep their creation order and a finished trial does not run
 again, so what a report learns from their last results stays true and the next
 report reads only the trials after them. This matters because a finished trial's
 last result is unpacked at each read (``Trial.compact``): at 100,000 trials, reading
-them all at each report took ~0.3 s. Should a settled trial run again (an experiment
+them all at each report took 0.7-1.0 s. Should a settled trial run again (an experiment
 resumed with its errored trials restarted), all are read anew.
 """
 
