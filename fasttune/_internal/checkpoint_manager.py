@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +45,22 @@ class CheckpointManager:
         num_to_keep: Maximum kept (None keeps all).
         score_attribute: Result key ranking checkpoints (may be nested with ``/``).
         score_order: ``"max"`` or ``"min"``.
+        folder_name: When given, the trial's directory is ``trial_dir/folder_name``,
+            joined when used: a driver holds every trial's manager to the end, and a
+            trial directory's path of its own cost ~130 bytes per trial.
     """
+
+    # Slots, no ``__dict__``, and an empty tuple until a first checkpoint: ~250 bytes
+    # less per trial than attributes in a dict and an empty list (tracemalloc).
+    __slots__ = (
+        "_checkpoints",
+        "_name",
+        "_order",
+        "_parent",
+        "num_to_keep",
+        "score_attribute",
+        "score_order",
+    )
 
     def __init__(
         self,
@@ -52,13 +68,27 @@ class CheckpointManager:
         num_to_keep: int | None = None,
         score_attribute: str | None = None,
         score_order: str = "max",
+        *,
+        folder_name: str | None = None,
     ):
-        self.trial_dir = trial_dir
+        self._parent = trial_dir
+        self._name = folder_name
         self.num_to_keep = num_to_keep
         self.score_attribute = score_attribute
         self.score_order = score_order
-        self._checkpoints: list[TrackedCheckpoint] = []
+        self._checkpoints: Sequence[TrackedCheckpoint] = ()
         self._order = 0
+
+    @property
+    def trial_dir(self) -> str:
+        """The trial's directory: checkpoints are its subdirectories."""
+        if self._name is None:
+            return self._parent
+        return os.path.join(self._parent, self._name)
+
+    @trial_dir.setter
+    def trial_dir(self, path: str) -> None:
+        self._parent, self._name = path, None
 
     # ------------------------------------------------------------------ queries
     def _checkpoint(self, tracked: TrackedCheckpoint) -> Checkpoint:
@@ -127,8 +157,10 @@ class CheckpointManager:
     def register(self, dir_name: str, metrics: dict[str, Any]) -> list[str]:
         """Record a new checkpoint; return the directory names that should be deleted."""
         self._order += 1
-        self._checkpoints = [c for c in self._checkpoints if c.dir_name != dir_name]
-        self._checkpoints.append(TrackedCheckpoint(dir_name, dict(metrics), self._order))
+        self._checkpoints = [
+            *(c for c in self._checkpoints if c.dir_name != dir_name),
+            TrackedCheckpoint(dir_name, dict(metrics), self._order),
+        ]
         attribute = self.score_attribute
         if attribute is not None and attribute not in _warned_unreported:
             flat = flatten_dict(metrics)

@@ -41,7 +41,9 @@ class TrialFactory:
         self.trainable_name = trainable_name
         self.experiment_path = experiment_path
         self.resources_for = resources_for
-        self.stopping_criterion = stopping_criterion
+        # One dict for all trials, as Ray shares its experiment's ``stop`` dict (a copy
+        # per trial was ~64 bytes each, held to the end).
+        self.stopping_criterion = dict(stopping_criterion)
         self.checkpoint_config = checkpoint_config
         self.checkpoint_at_end = checkpoint_at_end
         self.max_failures = max_failures
@@ -76,25 +78,26 @@ class TrialFactory:
             trial.custom_dirname = _checked_name(
                 self.trial_dirname_creator(trial), "trial_dirname_creator"
             )
+        trial.init_local_path()  # first: its checkpoint manager shares the folder's name
         self.attach(trial)
-        trial.init_local_path()
         return trial
 
     def attach(self, trial: Trial) -> None:
         """Give a (new or restored) trial its checkpoint manager and runtime settings."""
         cc = self.checkpoint_config
         manager = CheckpointManager(
-            os.path.join(self.experiment_path, trial.relative_logdir or trial.create_dirname()),
+            self.experiment_path,
             cc.num_to_keep,
             cc.checkpoint_score_attribute,
             cc.checkpoint_score_order,
+            folder_name=trial.relative_logdir or trial.create_dirname(),
         )
         if trial.checkpoint_manager is not None:
             manager.load_json(trial.checkpoint_manager.to_json())
         trial.checkpoint_manager = manager
         if trial.placement_group_factory is None:
             trial.placement_group_factory = self.resources_for(trial.config)
-        trial.stopping_criterion = dict(self.stopping_criterion)
+        trial.stopping_criterion = self.stopping_criterion
         trial.max_failures = self.max_failures
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._support.log_once import log_once
-from fasttune.experiment.trial_results import TrialResults
+from fasttune.experiment.trial_results import NO_FLAT_RESULT, TrialResults
 
 MAX_DIRNAME_LENGTH = 130
 
@@ -137,7 +137,7 @@ class Trial(TrialResults):
         self.stats_partial = False
         self._stats_loader: Callable[[], Sequence[Mapping[str, Any]]] | None = None
         # ``last_result`` flattened with "/" (config left out), shared by the loggers.
-        self.last_flat_result: dict[str, Any] = {}
+        self.last_flat_result = NO_FLAT_RESULT
         self.num_failures = 0
         self.num_restore_failures = 0
         self.restore_from_scratch = False  # its checkpoint failed to restore too often

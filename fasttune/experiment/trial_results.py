@@ -9,7 +9,7 @@ every trial to the end of a run, and these were most of what a finished one held
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from fasttune import result as R
@@ -23,6 +23,30 @@ from fasttune.experiment.metric_stats import reopened_stats as _reopened_stats
 
 _ANALYSIS_KEYS = ("max", "min", "avg", "last", "last-5-avg", "last-10-avg")
 _NOTHING = object()  # a result without a config (``None`` may be one)
+
+
+class _NoFlatResult(Mapping[str, Any]):
+    """The flattened result of a trial that is not reporting: one read-only empty
+    mapping for all (a dict each was 64 bytes per trial, held to the end of the run);
+    pickles and copies of a trial get the same one."""
+
+    def __getitem__(self, key: str) -> Any:
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __reduce__(self) -> str:
+        return "NO_FLAT_RESULT"
+
+    def __repr__(self) -> str:
+        return "{}"
+
+
+NO_FLAT_RESULT: Mapping[str, Any] = _NoFlatResult()
 
 
 class TrialResults:
@@ -39,14 +63,14 @@ class TrialResults:
     _packed: bytes | None
     _stats_loader: Callable[[], Sequence[Mapping[str, Any]]] | None
     stats_partial: bool
-    last_flat_result: dict[str, Any]
+    last_flat_result: Mapping[str, Any]
     results_count: int
 
     def _finish_stats(self) -> None:
         """Only the loggers read the flattened result (while the trial reports), and
         the statistics of a finished trial shrink to their final figures."""
         if self._packed is None:
-            self.last_flat_result = {}
+            self.last_flat_result = NO_FLAT_RESULT
             self._stats = {
                 key: entry if isinstance(entry, tuple) else _final_stats(entry)
                 for key, entry in self._stats.items()

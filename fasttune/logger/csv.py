@@ -10,7 +10,7 @@ import csv
 import io
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fasttune._support.flatten import flatten_result
@@ -117,7 +117,7 @@ class CSVResultWriter:
         self._known = set(fieldnames)
 
     def write_result(
-        self, result: dict[str, Any], flat: dict[str, Any] | None = None
+        self, result: dict[str, Any], flat: Mapping[str, Any] | None = None
     ) -> str | None:
         """Append ``result`` as one row, extending the header first if it has new keys.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from fasttune.callback import Callback
@@ -117,7 +117,9 @@ class _ResultWriter(Protocol):
 class _FlatResultWriter(_ResultWriter, Protocol):
     """A writer that also takes the controller's flattened result (``_takes_flat``)."""
 
-    def write_result(self, result: dict[str, Any], flat: dict[str, Any] | None = None) -> Any: ...
+    def write_result(
+        self, result: dict[str, Any], flat: Mapping[str, Any] | None = None
+    ) -> Any: ...
 
 
 def _trial_dir(trial: Trial) -> str:

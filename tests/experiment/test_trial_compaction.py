@@ -197,3 +197,53 @@ def test_a_run_packs_each_trial_after_its_ending_callbacks(tmp_path):
     assert [t.last_result["marked"] for t in trials] == [t.trial_id for t in trials]
     assert [r.metrics["loss"] for r in grid] == [2.0, 4.0, 6.0]
     assert [t.metric_analysis["loss"]["avg"] for t in trials] == [1.0, 2.0, 3.0]
+
+
+def test_the_trials_of_a_run_share_what_is_the_same_for_all(tmp_path):
+    """What every trial holds alike is one object, not a copy per trial: the driver
+    holds every trial to the end of a run."""
+    import copy
+    import pickle
+    import sys
+
+    import fasttune as tune
+    from fasttune.experiment.trial_results import NO_FLAT_RESULT
+
+    def trainable(config):
+        for i in range(2):
+            tune.report({"loss": config["x"] * i})
+
+    grid = tune.Tuner(
+        trainable,
+        param_space={"x": tune.grid_search([1.0, 2.0, 3.0])},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, stop={"loss": 99}),
+    ).fit()
+    first, *others = grid._experiment_analysis.trials
+    assert first.stopping_criterion == {"loss": 99}
+    assert all(t.stopping_criterion is first.stopping_criterion for t in others)
+    assert all(t.last_flat_result is NO_FLAT_RESULT for t in (first, *others))
+    for trial in (first, *others):
+        manager = trial.checkpoint_manager
+        assert not hasattr(manager, "__dict__") and sys.getsizeof(manager) < 120
+        assert manager.trial_dir == trial.local_path  # joined from the trial's own name
+        assert manager._name is trial.relative_logdir
+    # The shared empty mapping survives pickles and copies as itself.
+    for copied in (pickle.loads(pickle.dumps(first)), copy.deepcopy(first)):
+        assert copied.last_flat_result is NO_FLAT_RESULT
+        assert copied.checkpoint_manager.trial_dir == first.local_path
+    assert dict(NO_FLAT_RESULT) == {} and repr(NO_FLAT_RESULT) == "{}"
+    with pytest.raises(KeyError):
+        NO_FLAT_RESULT["loss"]
+
+
+def test_a_checkpoint_manager_moved_to_another_folder_keeps_its_checkpoints(tmp_path):
+    from fasttune._internal.checkpoint_manager import CheckpointManager
+
+    manager = CheckpointManager(str(tmp_path), 2, folder_name="trial_0")
+    assert manager.trial_dir == str(tmp_path / "trial_0")
+    manager.register("checkpoint_000000", {"loss": 1.0})
+    manager.trial_dir = str(tmp_path / "elsewhere")
+    assert manager.trial_dir == str(tmp_path / "elsewhere")
+    assert [c.path for c in manager.checkpoints] == [
+        str(tmp_path / "elsewhere" / "checkpoint_000000")
+    ]
