@@ -247,7 +247,9 @@ def test_a_time_budget_stops_function_trials_training_in_threads(ray_connected, 
         endless_fn,
         param_space={"cleanup_s": 0.2},
         # Not reused: a trial's stop runs the function's cleanup before TrialStopped.
-        tune_config=tune.TuneConfig(num_samples=2, time_budget_s=1.5, reuse_actors=False),
+        # 3 s: each trial's new actor takes ~1 s to start, more on a loaded machine, and
+        # both must have reported before the budget ends (1.5 s failed once under load).
+        tune_config=tune.TuneConfig(num_samples=2, time_budget_s=3.0, reuse_actors=False),
         run_config=run_config(name="budget"),
     ).fit()
     assert grid.num_errors == 0 and grid.num_terminated == 2
