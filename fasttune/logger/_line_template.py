@@ -8,6 +8,13 @@ everything but the numbers, with a slot for each number: a result of the same sh
 becomes both texts by formatting its numbers once, into two format strings: about
 half the cost of the two encoders (bench/bench_encoding.py).
 
+Two of the auto-filled numbers need no formatting of their own (a float's ``repr`` is
+~0.5 us here, a fifth of a result's nine numbers): ``warmup_time`` and ``pid`` do not
+change during a trial, so a template writes their texts as it writes strings (checked
+equal for each result); ``time_since_restore`` equals ``time_total_s`` in a trial that
+was not restored, so a template bound to such a result writes the latter's text twice
+(checked equal for each result, as a restored trial's are not).
+
 The text around the values depends only on the shape (keys and value types), which
 the trials a worker runs one after another share: a :class:`_LineShape`, made once
 per shape in a process, has a slot for every value. Binding it to a result fills in
@@ -32,7 +39,7 @@ from typing import Any
 
 from fasttune._support.encoding import encode_result_line
 from fasttune.logger.csv import format_row
-from fasttune.result import CONFIG
+from fasttune.result import CONFIG, PID, TIME_SINCE_RESTORE, TIME_TOTAL_S, WARMUP_TIME
 
 _NUMBER_TYPES = (int, float)  # exact types: a bool is text here (true/false, True/False)
 _TEXT_TYPES = frozenset((str, bool, type(None)))
@@ -40,7 +47,11 @@ _MARK = "\x1e{}\x1e"  # a value's place while the texts of a shape are rendered
 _JSON_MARKS = re.compile(r'"\\u001e(\d+)\\u001e"')  # a mark as JSON writes the text
 _CSV_MARKS = re.compile("\x1e(\\d+)\x1e")
 _NO_CONFIG = object()
-_NUMBER, _TEXT, _CONFIG = 0, 1, 2  # the kinds of a shape's slots
+_NUMBER, _TEXT, _CONFIG, _STICKY = 0, 1, 2, 3  # the kinds of a shape's slots
+# Numbers that stay the same through a trial: their texts are bound as a string's are.
+_STICKY_KEYS = frozenset((PID, WARMUP_TIME))
+# A number written with the text of another, while their values are equal.
+_ALIAS, _ALIAS_SOURCE = TIME_SINCE_RESTORE, TIME_TOTAL_S
 
 # Shapes made in this process, by (keys, value types); None: no template for it.
 # Bounded: cleared when full (a worker's trials share a few shapes).
@@ -86,7 +97,19 @@ class _LineShape:
     """The JSON line and CSV row of results with given keys and value types, with a
     slot for every value (see :meth:`LineTemplate.make`)."""
 
-    __slots__ = ("columns", "csv", "fixed", "json", "keys", "numbers", "slots", "types")
+    __slots__ = (
+        "alias_pair",
+        "columns",
+        "csv",
+        "distinct_numbers",
+        "expand",
+        "fixed",
+        "json",
+        "keys",
+        "numbers",
+        "slots",
+        "types",
+    )
 
     def __init__(
         self,
@@ -101,9 +124,22 @@ class _LineShape:
         #: The flattened result's keys (those of the CSV row).
         self.columns = tuple(key for key in keys if key != CONFIG)
         self.slots = slots
-        fixed = [key for key, kind in slots if kind == _TEXT]
+        fixed = [key for key, kind in slots if kind in (_TEXT, _STICKY)]
         self.fixed = _getter(fixed) if fixed else None
-        self.numbers = _getter([key for key, kind in slots if kind == _NUMBER])
+        numbers = [key for key, kind in slots if kind == _NUMBER]
+        self.numbers = _getter(numbers)
+        # Without the alias's own number: its text is its source's (see encode).
+        self.alias_pair: Callable[[dict[str, Any]], tuple[Any, Any]] | None = None
+        self.distinct_numbers: Callable[[dict[str, Any]], tuple[Any, ...]] | None = None
+        self.expand: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
+        kinds = dict(zip(keys, types))
+        if _ALIAS in numbers and _ALIAS_SOURCE in numbers and kinds[_ALIAS] is kinds[_ALIAS_SOURCE]:
+            distinct = [key for key in numbers if key != _ALIAS]
+            self.distinct_numbers = _getter(distinct)
+            at = {key: i for i, key in enumerate(distinct)}
+            at[_ALIAS] = at[_ALIAS_SOURCE]
+            self.expand = operator.itemgetter(*(at[key] for key in numbers))
+            self.alias_pair = operator.itemgetter(_ALIAS, _ALIAS_SOURCE)
         self.json = json_format
         self.csv = csv_format
 
@@ -119,7 +155,7 @@ class _LineShape:
             if key == CONFIG:
                 slots.append((key, _CONFIG))  # its text, whatever it holds, is bound
             elif kind in _NUMBER_TYPES:
-                slots.append((key, _NUMBER))
+                slots.append((key, _STICKY if key in _STICKY_KEYS else _NUMBER))
             elif kind in _TEXT_TYPES:
                 slots.append((key, _TEXT))
             else:
@@ -138,27 +174,41 @@ class _LineShape:
             return None
         return cls(keys, types, tuple(slots), json_format, csv_format)
 
-    def bind(self, result: dict[str, Any], rows: bool = True) -> LineTemplate:
+    def bind(self, result: dict[str, Any], rows: bool = True) -> LineTemplate | None:
         """The template of ``result``'s texts and config (a result of this shape);
-        ``rows``: whether it makes CSV rows."""
+        ``rows``: whether it makes CSV rows. None when a number that stays the same
+        is a NaN or an infinity (the general encoders write those), or a float zero."""
         json_texts: list[str] = []
         csv_texts: list[str] = []
         for key, kind in self.slots:
             if kind == _NUMBER:
                 json_texts.append("%s")
                 csv_texts.append("%s")
+            elif kind == _STICKY:
+                value = result[key]
+                # Compared by value for each result: -0.0 == 0.0, but their texts differ.
+                if not math.isfinite(value) or (value == 0 and type(value) is float):
+                    return None
+                json_texts.append(repr(value))
+                csv_texts.append(repr(value))
             elif kind == _TEXT:
                 json_text, csv_text = _texts_of(result[key])
                 json_texts.append(json_text)
                 csv_texts.append(csv_text)
             else:  # the config: in the JSON line only
                 json_texts.append(encode_result_line(result[key])[:-1].decode().replace("%", "%%"))
+        pair = self.alias_pair
+        aliased = False
+        if pair is not None:
+            value, source = pair(result)
+            aliased = value == source and value != 0  # zeros: -0.0 == 0.0, written apart
         return LineTemplate(
             self,
             None if self.fixed is None else self.fixed(result),
             result.get(CONFIG, _NO_CONFIG),
             self.json % tuple(json_texts),
             self.csv % tuple(csv_texts) if rows else None,
+            aliased,
         )
 
 
@@ -173,8 +223,10 @@ class LineTemplate:
     """
 
     __slots__ = (
+        "_alias_pair",
         "_config",
         "_csv",
+        "_expand",
         "_fixed",
         "_fixed_values",
         "_json",
@@ -191,6 +243,7 @@ class LineTemplate:
         config: Any,
         json_format: str,
         csv_format: str | None,
+        aliased: bool = False,
     ):
         # The shape's parts are copied here: encode reads them for every result.
         self.keys = shape.keys
@@ -200,6 +253,12 @@ class LineTemplate:
         self._fixed = shape.fixed
         self._fixed_values = fixed_values
         self._numbers = shape.numbers
+        self._expand: Callable[[tuple[str, ...]], tuple[str, ...]] | None = None
+        self._alias_pair: Callable[[dict[str, Any]], tuple[Any, Any]] | None = None
+        if aliased and shape.distinct_numbers is not None:
+            # The alias's text is its source's, while their values are equal.
+            self._numbers = shape.distinct_numbers
+            self._expand, self._alias_pair = shape.expand, shape.alias_pair
         self._config = config
         self._json = json_format
         self._csv = csv_format
@@ -266,6 +325,11 @@ class LineTemplate:
         except OverflowError:  # an int beyond a float
             return None
         texts = tuple(map(repr, numbers))  # what both encoders write for an int or a float
+        if self._expand is not None and self._alias_pair is not None:
+            value, source = self._alias_pair(result)
+            if value != source or not value:  # zeros: -0.0 == 0.0, written apart
+                return None
+            texts = self._expand(texts)
         csv_format = self._csv
         return (
             (self._json % texts).encode("ascii"),

@@ -48,6 +48,12 @@ def _general(result):
     return encode_result_line(result), _csv_row(flatten_result(result, {"config"}))
 
 
+# Auto-filled keys a template writes in its own ways: numbers that stay the same
+# through a trial, and time_since_restore from time_total_s's text while they are equal.
+_SPECIAL = [("pid", "int"), ("warmup_time", "float"), ("time_total_s", "float"),
+            ("time_since_restore", "float")]  # fmt: skip
+
+
 def _random_result(rng, keys):
     result = {}
     for key, kind in keys:
@@ -63,6 +69,8 @@ def _random_result(rng, keys):
             result[key] = rng.random() < 0.5
         else:
             result[key] = None
+    if "time_since_restore" in result and rng.random() < 0.6:  # a trial never restored
+        result["time_since_restore"] = result["time_total_s"]
     return result
 
 
@@ -73,6 +81,9 @@ def _random_shape(rng):
     shape = [(name, rng.choice(kinds)) for name in names[: rng.randint(1, len(names))]]
     if rng.random() < 0.7:
         shape.insert(rng.randint(0, len(shape)), ("config", "config"))
+    if rng.random() < 0.5:
+        for special in _SPECIAL:
+            shape.insert(rng.randint(0, len(shape)), special)
     return shape
 
 
@@ -90,6 +101,7 @@ def test_a_template_writes_what_the_encoders_write_or_refuses(seed):
             other = _random_result(rng, shape)
             if rng.random() < 0.5:  # the text values and the config of the first
                 other.update({k: first[k] for k, kind in shape if kind not in ("int", "float")})
+                other.update({k: first[k] for k in ("pid", "warmup_time") if k in first})
             lines = template.encode(other)
             if lines is not None:
                 assert lines == _general(other), (first, other)
@@ -112,7 +124,9 @@ def test_a_shape_known_from_one_result_binds_the_texts_and_config_of_others(seed
         for _ in range(10):
             other = _random_result(rng, shape)
             template = LineTemplate.for_known_shape(other)
-            assert template is not None
+            if template is None:  # a fixed float zero (-0.0 == 0.0): left to the encoders
+                assert other.get("warmup_time") == 0, other
+                continue
             lines = template.encode(other)
             if lines is not None:
                 assert lines == _general(other), (first, other)
@@ -242,3 +256,63 @@ def test_a_restored_csv_with_other_columns_gets_rows_under_its_header(tmp_path):
     rows = list(csv.DictReader(open(trial_dir / "progress.csv")))
     assert [row["iteration"] for row in rows] == ["1", "2", "3", "4", "5", "6", "7"]
     assert rows[2]["score"] == repr(3 / 3) and rows[2]["old_metric"] == ""
+
+
+_CONFIG = {"x": 0.5}  # one object: a trial's results share its config
+
+
+def _auto_filled(**changes):
+    result = {"score": 0.25, "done": False, "training_iteration": 3, "trial_id": "a_00001",
+              "date": "2026-11-24_10-00-00", "timestamp": 1795635972,
+              "time_this_iter_s": 2.86102294921875e-06, "time_total_s": 6.222724914550781e-05,
+              "pid": 3094, "hostname": "vm", "node_ip": "127.0.0.1", "config": _CONFIG,
+              "time_since_restore": 6.222724914550781e-05, "iterations_since_restore": 3,
+              "warmup_time": 0.00021648406982421875, "checkpoint_dir_name": None}  # fmt: skip
+    result.update(changes)
+    return result
+
+
+def test_a_trials_fixed_numbers_and_its_time_since_restore_are_written_without_formatting():
+    first = _auto_filled()
+    template = LineTemplate.make(first, *_general(first))
+    assert template is not None
+    # Neither pid nor warmup_time is among the numbers formatted for each result, and
+    # time_since_restore is written with time_total_s's text.
+    assert len(template._numbers(first)) == 6 and template._expand is not None
+    for i in range(1, 6):
+        total = 6.222724914550781e-05 * i + 1 / 3
+        later = _auto_filled(score=i / 7, training_iteration=3 + i, time_total_s=total,
+                             time_since_restore=total, iterations_since_restore=3 + i)  # fmt: skip
+        assert template.encode(later) == _general(later)
+    # Anything else is refused, for the encoders to write.
+    for refused in (
+        _auto_filled(time_since_restore=1.5),  # restored: the two times differ
+        _auto_filled(pid=3095),
+        _auto_filled(warmup_time=0.5),
+        _auto_filled(config={"x": 0.5}),  # another config object (checked by identity)
+        _auto_filled(time_total_s=0.0, time_since_restore=0.0),  # -0.0 == 0.0: zeros refused
+        _auto_filled(time_total_s=-0.0, time_since_restore=0.0),
+    ):
+        assert template.encode(refused) is None, refused
+
+
+def test_a_restored_trials_template_formats_both_times():
+    restored = _auto_filled(time_total_s=12.5, time_since_restore=6.222724914550781e-05)
+    template = LineTemplate.for_known_shape(restored) or LineTemplate.make(
+        restored, *_general(restored)
+    )
+    assert template is not None and template._expand is None
+    later = _auto_filled(time_total_s=13.75, time_since_restore=1.25)
+    assert template.encode(later) == _general(later)
+    same = _auto_filled(time_total_s=2.0, time_since_restore=2.0)  # equal now: no matter
+    assert template.encode(same) == _general(same)
+
+
+def test_no_template_is_bound_to_a_result_whose_fixed_float_is_not_finite_or_zero():
+    first = _auto_filled()
+    assert LineTemplate.make(first, *_general(first)) is not None
+    assert LineTemplate.for_known_shape(_auto_filled(warmup_time=float("nan"))) is None
+    assert LineTemplate.for_known_shape(_auto_filled(warmup_time=float("inf"))) is None
+    # Nor to one whose fixed float is a zero: -0.0 == 0.0, but they are written apart.
+    assert LineTemplate.for_known_shape(_auto_filled(warmup_time=0.0)) is None
+    assert LineTemplate.for_known_shape(_auto_filled(warmup_time=-0.0)) is None
