@@ -171,6 +171,21 @@ def test_a_packed_trial_pickled_to_a_fresh_process_reads_the_same(tmp_path):
     assert out.split() == ["2.0", "1.5", "{'lr':", "0.1}"]
 
 
+def _three_trials(tmp_path, reports: int, **run_config):
+    """A real run of three trials reporting ``loss = x * i`` for i < ``reports``."""
+    import fasttune as tune
+
+    def trainable(config):
+        for i in range(reports):
+            tune.report({"loss": config["x"] * i})
+
+    return tune.Tuner(
+        trainable,
+        param_space={"x": tune.grid_search([1.0, 2.0, 3.0])},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, **run_config),
+    ).fit()
+
+
 def test_a_run_packs_each_trial_after_its_ending_callbacks(tmp_path):
     import fasttune as tune
 
@@ -182,15 +197,7 @@ def test_a_run_packs_each_trial_after_its_ending_callbacks(tmp_path):
             seen.append(trial._packed is None)
             trial.last_result["marked"] = trial.trial_id
 
-    def trainable(config):
-        for i in range(3):
-            tune.report({"loss": config["x"] * i})
-
-    grid = tune.Tuner(
-        trainable,
-        param_space={"x": tune.grid_search([1.0, 2.0, 3.0])},
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=[Marks()]),
-    ).fit()
+    grid = _three_trials(tmp_path, reports=3, callbacks=[Marks()])
     assert seen == [True, True, True]
     trials = grid._experiment_analysis.trials
     assert all(t._packed is not None for t in trials)
@@ -206,18 +213,9 @@ def test_the_trials_of_a_run_share_what_is_the_same_for_all(tmp_path):
     import pickle
     import sys
 
-    import fasttune as tune
     from fasttune.experiment.trial_results import NO_FLAT_RESULT
 
-    def trainable(config):
-        for i in range(2):
-            tune.report({"loss": config["x"] * i})
-
-    grid = tune.Tuner(
-        trainable,
-        param_space={"x": tune.grid_search([1.0, 2.0, 3.0])},
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, stop={"loss": 99}),
-    ).fit()
+    grid = _three_trials(tmp_path, reports=2, stop={"loss": 99})
     first, *others = grid._experiment_analysis.trials
     assert first.stopping_criterion == {"loss": 99}
     assert all(t.stopping_criterion is first.stopping_criterion for t in others)
