@@ -186,8 +186,9 @@ class _LineShape:
                 csv_texts.append("%s")
             elif kind == _STICKY:
                 value = result[key]
-                # Compared by value for each result: -0.0 == 0.0, but their texts differ.
-                if not math.isfinite(value) or (value == 0 and type(value) is float):
+                # An int is written as it is, whatever its size; a float compared by
+                # value for each result must not be a zero (-0.0 == 0.0, texts apart).
+                if type(value) is float and (not math.isfinite(value) or value == 0):
                     return None
                 json_texts.append(repr(value))
                 csv_texts.append(repr(value))

@@ -316,3 +316,7 @@ def test_no_template_is_bound_to_a_result_whose_fixed_float_is_not_finite_or_zer
     # Nor to one whose fixed float is a zero: -0.0 == 0.0, but they are written apart.
     assert LineTemplate.for_known_shape(_auto_filled(warmup_time=0.0)) is None
     assert LineTemplate.for_known_shape(_auto_filled(warmup_time=-0.0)) is None
+    # An int of any size is written as it is (a float could not hold this one).
+    huge = _auto_filled(pid=10**400)
+    template = LineTemplate.for_known_shape(huge)
+    assert template is not None and template.encode(huge) == _general(huge)
