@@ -78,6 +78,34 @@ def _configs(n: int) -> bytes:
     return CONFIGS_HEADER + b"".join(frame_blob(pickle.dumps((i, {"x": i}))) for i in range(n))
 
 
+def test_many_lines_decoded_together_keep_their_order_among_plain_and_damaged_ones():
+    """Checked lines are decoded many at a time (one JSON array): the records come
+    out in file order, across chunks, plain lines and damaged lines alike."""
+    from fasttune._internal import state_framing
+
+    count = state_framing._DECODED_TOGETHER * 2 + 7
+    lines = [frame_line(_line(i)) for i in range(count)]
+    lines[5] = _line(5)  # written before checksums
+    lines[state_framing._DECODED_TOGETHER + 1] = (
+        b"0" + lines[state_framing._DECODED_TOGETHER + 1][1:]
+    )
+    read = read_lines(b"".join(lines))
+    expected = [i for i in range(count) if i != state_framing._DECODED_TOGETHER + 1]
+    assert [r["seq"] for r in read.records] == expected
+    assert read.damaged == [state_framing._DECODED_TOGETHER + 2]
+
+
+def test_a_checksum_that_matches_text_that_is_not_json_loses_that_line_alone():
+    """A line whose checksum holds but whose text is no JSON object (damage the
+    checksum missed by chance) is reported; the lines decoded with it are kept."""
+    bad = [b"{not json\n", b"[1, 2]\n", b'{"seq": 1}, {"seq": 2}\n']
+    for text in bad:
+        data = _journal(3) + frame_line(text) + frame_line(_line(7))
+        read = read_lines(data)
+        assert [r["seq"] for r in read.records] == [0, 1, 2, 7], text
+        assert read.damaged == [4], text
+
+
 def test_configs_log_round_trip_and_the_format_before_checksums_is_read():
     assert [pickle.loads(b) for b in read_blobs(_configs(3)).records] == [
         (i, {"x": i}) for i in range(3)
