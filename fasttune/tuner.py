@@ -219,15 +219,17 @@ class Tuner:
                 move_earlier_run_aside(spec.experiment_path)
                 lock.acquire()
             remove_cut_writes(spec.experiment_path)
-            trials = self._restored_trials(spec) if self._restore else None
+            loaded = self._take_loaded_state() if self._restore else None
+            restored = self._restored_trials(spec, loaded) if loaded is not None else None
             self._save_tuner(spec, tuner_blob)
-            controller = TuneController(spec, trials)
+            controller = TuneController(spec, restored)
             if lease is not None and controller.storage_sync is not None:
                 controller.storage_sync.set_guard(lease.ensure_held)
-            if self._restore:
+            if loaded is not None:
                 from fasttune._internal.restore import restore_plugin_state
 
-                restore_plugin_state(controller, self._restore["loaded"])
+                restore_plugin_state(controller, loaded)
+                del loaded  # its search and plugin states: held by the plugins now
             controller.run()
         except OSError as e:
             if e.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -409,12 +411,23 @@ class Tuner:
         }
         return tuner
 
-    def _restored_trials(self, spec: Any) -> list[Any]:
+    def _take_loaded_state(self) -> Any:
+        """The restored experiment's state: the one ``Tuner.restore`` read, for the
+        first ``fit()``; a later ``fit()`` reads it again, as the first one changed it."""
+        assert self._restore is not None
+        loaded = self._restore.pop("loaded", None)
+        if loaded is None:
+            from fasttune._internal.experiment_state import ExperimentStateStore
+
+            loaded = ExperimentStateStore(self._restore["storage"].local_path).load()
+        return loaded
+
+    def _restored_trials(self, spec: Any, loaded: Any) -> Any:
         from fasttune._internal.restore import restored_trials
 
         assert self._restore is not None
         return restored_trials(
-            self._restore["loaded"],
+            loaded,
             spec,
             resume_unfinished=self._restore["resume_unfinished"],
             resume_errored=self._restore["resume_errored"],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasttune import result as R
 from fasttune._internal.controller_view import ControllerView
@@ -49,6 +49,9 @@ from fasttune.executors.base import (
 from fasttune.experiment.trial import Trial, TrialStatus
 from fasttune.storage.sync import ExperimentSync
 
+if TYPE_CHECKING:
+    from fasttune._internal.restore import RestoredTrials
+
 logger = logging.getLogger(__name__)
 
 
@@ -60,7 +63,7 @@ class TuneController:
     *when* trials move, and tells plugins and callbacks.
     """
 
-    def __init__(self, spec: RunSpec, trials: list[Trial] | None = None):
+    def __init__(self, spec: RunSpec, restored: RestoredTrials | None = None):
         self.spec = spec
         self.iteration = 0
         spec.callbacks.enable_write_buffering()
@@ -69,9 +72,10 @@ class TuneController:
             spec.experiment_path,
             positions=positions,
             before_record=spec.callbacks.flush_pending_writes,
+            in_base=restored.in_base if restored is not None else frozenset(),
         )
         self.lifecycle = TrialLifecycle(
-            trials or [],
+            restored.trials if restored is not None else [],
             positions=positions,
             state=self.state,
             executor=spec.executor,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import cloudpickle
@@ -90,8 +90,12 @@ class ExperimentStateStore:
         experiment_path: str,
         positions: dict[str, int] | None = None,
         before_record: Callable[[], None] | None = None,
+        in_base: frozenset[str] = frozenset(),
     ):
         self.path = experiment_path
+        # Finished trials of a restored run whose line in the base file holds their
+        # state: the run's first snapshot appends the others instead of writing all.
+        self._in_base = in_base
         # Called before each journal line: buffered result lines go out first, so the
         # state never records more (a checkpoint, an end) than the result files hold.
         self._before_record = before_record
@@ -279,19 +283,39 @@ class ExperimentStateStore:
         """Make the base records hold every trial the snapshot will not list."""
         ended = self._ended
         if not self._based:
-            # First snapshot of this run: every trial, in creation order (O(trials) once).
-            self._live = {t.trial_id: t for t in trials if not t.is_finished()}
-            lines = b"".join(
-                frame_line(ended.get(t.trial_id) or encode_record(self._state(t))) for t in trials
-            )
-            atomic_write_bytes(self._file(BASE_FILE), lines)
             self._based = True
-        elif ended:
-            with open(self._file(BASE_FILE), "ab") as f:
-                f.write(b"".join(map(frame_line, ended.values())))
-                f.flush()
-                os.fsync(f.fileno())  # before the snapshot stops listing them
+            self._live = {t.trial_id: t for t in trials if not t.is_finished()}
+            in_base = self._in_base
+            self._in_base = frozenset()
+            if in_base:
+                # A restored run: the base file holds these trials as they are. Later
+                # records win, so the other finished ones are appended (each live one
+                # is in the snapshot), not all rewritten (2.6 s at 100,000 trials).
+                self._append_base(
+                    ended.get(t.trial_id) or encode_record(self._state(t))
+                    for t in trials
+                    if t.trial_id not in in_base and t.is_finished()
+                )
+            else:
+                # First snapshot of this run: every trial, in creation order (O(trials) once).
+                lines = b"".join(
+                    frame_line(ended.get(t.trial_id) or encode_record(self._state(t)))
+                    for t in trials
+                )
+                atomic_write_bytes(self._file(BASE_FILE), lines)
+        else:
+            self._append_base(ended.values())
         self._ended = {}
+
+    def _append_base(self, records: Iterable[bytes]) -> None:
+        """Append ``records`` (encoded) to the base file, durably: before the snapshot
+        stops listing them."""
+        lines = b"".join(map(frame_line, records))
+        if lines:
+            with open(self._file(BASE_FILE), "ab") as f:
+                f.write(lines)
+                f.flush()
+                os.fsync(f.fileno())
 
     def save_tuner(self, data: dict[str, Any]) -> None:
         atomic_write_bytes(self._file(TUNER_FILE), seal_pickle(cloudpickle.dumps(data)))

@@ -7,6 +7,7 @@ import logging
 import math
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from fasttune import result as R
@@ -19,6 +20,20 @@ from fasttune.experiment.trial import Trial, TrialStatus
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RestoredTrials:
+    """The trials of a restored experiment, ready for a new run.
+
+    Attributes:
+        trials: In creation order.
+        in_base: Ids of the finished trials whose record in the experiment's base
+            file is still their state: the new run need not write them again.
+    """
+
+    trials: list[Trial]
+    in_base: frozenset[str]
+
+
 @paused_gc()
 def restored_trials(
     loaded: LoadedExperiment,
@@ -27,14 +42,16 @@ def restored_trials(
     resume_unfinished: bool,
     resume_errored: bool,
     restart_errored: bool,
-) -> list[Trial]:
+) -> RestoredTrials:
     """Trials rebuilt from disk, with their status and restore point set for the new run.
 
     Trials created after the search state was last saved never started (the state is
     saved before a trial may start); they are dropped and the searcher suggests them
-    again.
+    again. The trials' records are taken out of ``loaded`` as they are used (each
+    record is ~3 KB decoded; a trial keeps less).
     """
-    states = loaded.trials
+    states, loaded.trials = loaded.trials, []
+    in_base = loaded.in_base
     if loaded.search_state is not None and len(states) > loaded.search_num_trials:
         for state in states[loaded.search_num_trials :]:
             if state["status"] != TrialStatus.PENDING.value:
@@ -43,25 +60,31 @@ def restored_trials(
                     "search state does not know it."
                 )
         states = states[: loaded.search_num_trials]
+        in_base = frozenset()  # the base file must lose the dropped trials' records
     trials = []
-    for state in states:
-        trial = trial_from_state(
-            state, spec.experiment_path, config=loaded.configs.get(state["trial_id"])
-        )
+    kept = set()
+    for index, state in enumerate(states):
+        states[index] = None  # type: ignore[call-overload]  # freed once its trial is built
+        trial_id = state["trial_id"]
+        trial = trial_from_state(state, spec.experiment_path, config=loaded.configs.get(trial_id))
         spec.trial_factory.attach(trial)
-        _decide(trial, resume_unfinished, resume_errored, restart_errored)
-        if not trial.is_finished() and not trial.config and state["trial_id"] not in loaded.configs:
+        changed = _decide(trial, resume_unfinished, resume_errored, restart_errored)
+        if not trial.is_finished() and not trial.config and trial_id not in loaded.configs:
             _config_lost(trial)
+        # Its base line holds its position too: the same one in the new run.
+        if not changed and trial_id in in_base and state.get("pos") == index:
+            kept.add(trial_id)
         trials.append(trial)
-    return trials
+    return RestoredTrials(trials, frozenset(kept))
 
 
 def _decide(
     trial: Trial, resume_unfinished: bool, resume_errored: bool, restart_errored: bool
-) -> None:
+) -> bool:
+    """Set what ``trial`` does in the new run; whether that changed its state."""
     latest = trial.checkpoint_manager.latest_checkpoint
     if trial.status is TrialStatus.TERMINATED:
-        return
+        return False
     if trial.status is TrialStatus.ERROR:
         if restart_errored:
             trial.restore_path = None
@@ -71,12 +94,13 @@ def _decide(
         elif resume_errored:
             trial.restore_path = latest.path if latest else None
             trial.status = TrialStatus.PENDING
-        return
+        return restart_errored or resume_errored
     if resume_unfinished:
         trial.restore_path = latest.path if latest else None
         trial.status = TrialStatus.PENDING
     else:
         trial.status = TrialStatus.TERMINATED
+    return True
 
 
 def restore_plugin_state(controller: Any, loaded: LoadedExperiment) -> None:

@@ -31,9 +31,14 @@ def read_file(path: str) -> bytes | None:
 def read_json_lines(path: str) -> list[dict[str, Any]]:
     """The records of a line-framed state log; damaged lines are skipped, a torn last
     one dropped, and what was lost is said (the file, the records read and lost)."""
+    return read_json_lines_checked(path)[0]
+
+
+def read_json_lines_checked(path: str) -> tuple[list[dict[str, Any]], bool]:
+    """:func:`read_json_lines`, and whether nothing was lost (a missing file: True)."""
     data = read_file(path)
     if not data:
-        return []
+        return [], True
     read = read_lines(data)
     loss = read.loss(path)
     if loss is not None:
@@ -42,7 +47,7 @@ def read_json_lines(path: str) -> list[dict[str, Any]]:
             "trial whose latest state was lost resumes from its state before (or its folder).",
             loss,
         )
-    return read.records
+    return read.records, loss is None
 
 
 def read_configs(path: str) -> dict[str, Any]:

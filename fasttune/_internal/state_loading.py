@@ -20,6 +20,7 @@ from fasttune._internal.state_files import (
     load_search_state,
     read_configs,
     read_json_lines,
+    read_json_lines_checked,
 )
 from fasttune._internal.state_framing import read_document
 from fasttune._internal.state_layout import (
@@ -58,6 +59,10 @@ class LoadedExperiment:
     scheduler_seen: dict[str, int] | None = None
     scheduler_num_trials: int = 0
     callback_state: Any = None
+    # Trials whose latest record is their line in the base file, when that file is
+    # intact, in this format and without many superseded lines: a restored run that
+    # leaves them as they are need not write them again (experiment_state.py).
+    in_base: frozenset[str] = frozenset()
 
 
 @paused_gc()
@@ -117,10 +122,16 @@ def load_state(
         )
     # Base records, then the snapshot, then the journal: later records win.
     trials: dict[str, dict[str, Any]] = {}
-    for state in read_json_lines(os.path.join(path, BASE_FILE)):
+    base, base_intact = read_json_lines_checked(os.path.join(path, BASE_FILE))
+    for state in base:
         trials[state["trial_id"]] = state
+    in_base: set[str] = set()
+    if base_intact and document.get("version") == FORMAT_VERSION and len(base) < 2 * len(trials):
+        in_base.update(trials)
+    del base
     for state in document["trials"]:
         trials[state["trial_id"]] = state
+        in_base.discard(state["trial_id"])
     snapshot_seq = int(document.get("journal_seq", 0))
     last_seq = snapshot_seq
     for entry in read_json_lines(os.path.join(path, JOURNAL_FILE)):
@@ -130,8 +141,10 @@ def load_state(
         whole = entry.get("trial")
         if whole is not None:
             trials[whole["trial_id"]] = whole
+            in_base.discard(whole["trial_id"])
             continue
         change = entry["change"]  # a trial's start: its status, start time, ending_told
+        in_base.discard(change["trial_id"])
         changed = trials.get(change["trial_id"])
         if changed is not None:  # else its whole record was lost: rebuilt from its folder
             trials[change["trial_id"]] = {**changed, **change}
@@ -153,10 +166,13 @@ def load_state(
         )
         for record in rebuilt:
             trials[record["trial_id"]] = record
+            in_base.discard(record["trial_id"])
     # Version 1 records carry no position: their order of first sight is creation order.
     first_seen = {trial_id: i for i, trial_id in enumerate(trials)}
     ordered = sorted(trials.values(), key=lambda t: t.get("pos", first_seen[t["trial_id"]]))
-    loaded = LoadedExperiment(meta=document.get("meta", {}), trials=ordered, configs=configs)
+    loaded = LoadedExperiment(
+        meta=document.get("meta", {}), trials=ordered, configs=configs, in_base=frozenset(in_base)
+    )
     if pickles and plugin_states:
         _load_plugin_states(path, loaded)
     return loaded, last_seq
