@@ -115,22 +115,58 @@ def read_last_result(fs: FileSystem, trial_path: str) -> dict[str, Any] | None:
     Data frames of many trials need one row each; parsing every line cost ten times
     more. Falls back to :func:`read_results` for ``progress.csv``.
     """
-    json_path = fs.join(trial_path, R.EXPR_RESULT_FILE)
-    if fs.exists(json_path):
-        data = fs.read_bytes(json_path)
-        end = len(data)
-        while end > 0:
-            start = data.rfind(b"\n", 0, end - 1) + 1
-            line = data[start:end]
-            if line.strip():
-                if not line.endswith(b"\n"):  # torn by a crash: the line before it
-                    end = start
-                    continue
-                return _parse_json_lines(line, json_path)[0]
-            end = start
-        return None
-    results, _ = read_results(fs, trial_path)
-    return results[-1] if results else None
+    return read_last_results(fs, [trial_path])[trial_path]
+
+
+# How much of the end of each result.json is read for its last line: a result line is
+# ~1 KB; a longer one (or a longer file whose tail holds no whole line) is read whole.
+_TAIL_BYTES = 1 << 14
+
+
+def read_last_results(
+    fs: FileSystem, trial_paths: Sequence[str]
+) -> dict[str, dict[str, Any] | None]:
+    """:func:`read_last_result` of each trial directory in ``trial_paths``, by path.
+
+    Only the end of each ``result.json`` is read (a data frame of trials with long
+    histories read all of them before), and all of them at once: concurrently from
+    object stores, without a lookup before each read on local disks.
+    """
+    json_paths = {path: fs.join(path, R.EXPR_RESULT_FILE) for path in trial_paths}
+    tails = fs.read_tails(list(json_paths.values()), _TAIL_BYTES)
+    out: dict[str, dict[str, Any] | None] = {}
+    for path, json_path in json_paths.items():
+        tail = tails.get(json_path)
+        if tail is None:  # no result.json: progress.csv, or nothing
+            results, _ = read_results(fs, path)
+            out[path] = results[-1] if results else None
+            continue
+        line = _last_line(tail, whole=len(tail) < _TAIL_BYTES)
+        if line is _NOT_IN_TAIL:
+            line = _last_line(fs.read_bytes(json_path), whole=True)
+        out[path] = None if line is None else _parse_json_lines(line, json_path)[0]
+    return out
+
+
+_NOT_IN_TAIL = b"<not in the tail>"
+
+
+def _last_line(data: bytes, *, whole: bool) -> bytes | None:
+    """The last whole line of ``data`` (the end of a file; the file itself if
+    ``whole``), None if it has none, or ``_NOT_IN_TAIL`` if its start may lie before
+    ``data``. A last line without its newline was torn by a crash: the one before
+    counts."""
+    end = len(data)
+    while end > 0:
+        cut = data.rfind(b"\n", 0, end - 1)
+        if cut < 0 and not whole:
+            return _NOT_IN_TAIL
+        start = cut + 1
+        line = data[start:end]
+        if line.strip() and line.endswith(b"\n"):
+            return line
+        end = start
+    return None
 
 
 def _parse_json_lines(data: bytes, path: str) -> list[dict[str, Any]]:

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# Trials whose last results a data frame reads at once (concurrently from object stores).
+_ROWS_READ_TOGETHER = 256
+
 
 class ExperimentAnalysis:
     """Analyse the trials of an experiment, live or loaded from its directory.
@@ -87,9 +90,10 @@ class ExperimentAnalysis:
         # statistics are recomputed from the result files.
         self._live_trials = trials is not None
         self.trials: list[Trial] = list(trials) if trials is not None else self._load_trials()
-        for trial in self.trials:
-            if trial.stats_partial:  # rebuilt from saved state: all its results are in files
-                trial.load_stats_when_asked(functools.partial(self._flat_results, trial))
+        with paused_gc():  # a loader per trial: 100,000 of them set off full collections
+            for trial in self.trials:
+                if trial.stats_partial:  # rebuilt from saved state: its results are in files
+                    trial.load_stats_when_asked(functools.partial(self._flat_results, trial))
 
     # ------------------------------------------------------------------ loading
     # Whether configs may be unpickled (exact values); readers for display (the command
@@ -422,26 +426,24 @@ class ExperimentAnalysis:
     def _dataframe(self, metric: str | None, mode: str | None) -> pd.DataFrame:
         configs = self.get_all_configs(prefix=True)
         rows = []
-        for trial in self.trials:
-            chosen = self._row_result(trial, metric, mode)
-            if chosen is None:
-                continue
-            row = flat_row(chosen)
-            row.update(configs[trial.trial_id])
-            row["logdir"] = trial.local_path
-            rows.append(row)
+        for start in range(0, len(self.trials), _ROWS_READ_TOGETHER):
+            trials = self.trials[start : start + _ROWS_READ_TOGETHER]
+            last_results: dict[str, dict[str, Any] | None] = {}
+            if metric is None or mode is None:  # each row a last result: its line alone
+                paths = [t.local_path for t in trials if t.trial_id not in self._histories]
+                last_results = files.read_last_results(self._fs, [p for p in paths if p])
+            for trial in trials:
+                chosen = last_results.get(trial.local_path or "")
+                if chosen is None:
+                    results, _ = self._history(trial)
+                    chosen = best_row(results, metric, mode) if results else None
+                if chosen is None:
+                    continue
+                row = flat_row(chosen)
+                row.update(configs[trial.trial_id])
+                row["logdir"] = trial.local_path
+                rows.append(row)
         return pandas().DataFrame.from_records(rows)
-
-    def _row_result(
-        self, trial: Trial, metric: str | None, mode: str | None
-    ) -> dict[str, Any] | None:
-        """The result a data-frame row shows: the last one, or the best by metric/mode."""
-        if (metric is None or mode is None) and trial.trial_id not in self._histories:
-            last = files.read_last_result(self._fs, trial.local_path) if trial.local_path else None
-            if last is not None:
-                return last
-        results, _ = self._history(trial)
-        return best_row(results, metric, mode) if results else None
 
     def __repr__(self) -> str:
         return (

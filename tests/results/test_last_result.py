@@ -37,3 +37,40 @@ def test_progress_csv_when_there_is_no_json(tmp_path):
 
 def test_no_files_gives_none(tmp_path):
     assert files.read_last_result(local_filesystem(), str(tmp_path)) is None
+
+
+def test_a_last_line_longer_than_the_tail_read_is_read_whole(tmp_path):
+    long = {"i": 2, "text": "x" * (3 * files._TAIL_BYTES)}
+    data = json.dumps({"i": 1}).encode() + b"\n" + json.dumps(long).encode() + b"\n"
+    write(os.path.join(tmp_path, "result.json"), data)
+    assert files.read_last_result(local_filesystem(), str(tmp_path)) == long
+
+
+def test_a_long_history_is_read_from_its_end(tmp_path):
+    """Only the tail of a long result.json is read, and its last whole line parsed (a
+    torn last line after it, written at a crash, is passed over)."""
+    lines = b"".join(json.dumps({"i": i, "pad": "p" * 100}).encode() + b"\n" for i in range(5000))
+    assert len(lines) > 20 * files._TAIL_BYTES
+    write(os.path.join(tmp_path, "result.json"), lines + b'{"i": 50')
+    tails = local_filesystem().read_tails([os.path.join(tmp_path, "result.json")], 1000)
+    assert len(next(iter(tails.values()))) == 1000
+    assert files.read_last_result(local_filesystem(), str(tmp_path))["i"] == 4999
+
+
+def test_last_results_of_many_trials_at_once(tmp_path):
+    paths = []
+    for n in range(5):
+        folder = tmp_path / f"t{n}"
+        folder.mkdir()
+        paths.append(str(folder))
+        if n == 3:
+            write(os.path.join(folder, "progress.csv"), b"i\n1\n7\n")
+        elif n != 4:
+            write(os.path.join(folder, "result.json"), json.dumps({"i": n}).encode() + b"\n")
+    assert files.read_last_results(local_filesystem(), paths) == {
+        paths[0]: {"i": 0},
+        paths[1]: {"i": 1},
+        paths[2]: {"i": 2},
+        paths[3]: {"i": 7},
+        paths[4]: None,
+    }
