@@ -4,7 +4,7 @@ For each size N (default 1,000, 10,000 and 100,000 trials x 10 reports, default
 loggers): the time per successive 1,000 trials (flat means every per-event cost is
 O(1) or O(live trials)), the driver's RSS at each thousand, the most file
 descriptors open at once, then the time to build the ``ResultGrid`` and its data
-frame, and the time to restore the finished experiment in a new process.
+frame, and the time (and peak RSS) to restore the finished experiment in a new process.
 
 Run: ``.venv/bin/python bench/bench_scale.py [--sizes 1000,10000,100000] [--reports 10]``
 """
@@ -95,7 +95,11 @@ start = time.perf_counter()
 tuner = tune.Tuner.restore(path, trainable=trivial)
 grid = tuner.fit()
 assert len(grid) == n and not grid.errors, (len(grid), grid.errors[:1])
-print(json.dumps({"restore_s": round(time.perf_counter() - start, 2)}))
+import resource
+print(json.dumps({
+    "restore_s": round(time.perf_counter() - start, 2),
+    "restore_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+}))
 """
 
 
@@ -113,8 +117,8 @@ def main() -> None:
     parser.add_argument("--reports", type=int, default=10)
     args = parser.parse_args()
     print("| trials | fit s | s per 1,000 (first, median, last) | RSS MB at 1k / last | "
-          "max fds | ResultGrid s | dataframe s | restore s |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+          "max fds | ResultGrid s | dataframe s | restore s | restore's peak RSS MB |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as storage:
             row = run(EXPERIMENT, str(n), str(args.reports), storage)
@@ -125,7 +129,7 @@ def main() -> None:
             f"| {n:,} | {row['fit_s']} | {row['per_1000_s'][0]}, {median}, "
             f"{row['per_1000_s'][-1]} | {row['rss_mb'][0]} / {row['rss_mb'][-1]} | "
             f"{row['max_fds']} | {row['result_grid_s']} | {row['dataframe_s']} | "
-            f"{row['restore_s']} |",
+            f"{row['restore_s']} | {row['restore_peak_rss_mb']} |",
             flush=True,
         )
         print("  " + json.dumps(row), flush=True)

@@ -5,7 +5,9 @@ Layout of an experiment directory (besides one directory per trial):
 - ``trial_states.jsonl``: base records, one JSON line per trial state. The first
   snapshot of a run writes every trial here (atomically); later snapshots append
   the trials that finished (or changed while finished) since the one before, so
-  a finished trial is written once, not at every snapshot;
+  a finished trial is written once, not at every snapshot. A restored run whose base
+  file is intact (and not mostly superseded lines) keeps it: its first snapshot
+  appends only the finished trials whose record is not their line there;
 - ``experiment_state.json``: snapshot of the trials that are not finished (atomic,
   durable), so its cost follows the live trials, not the experiment's size;
 - ``experiment_state.journal``: one checksummed JSON line per trial change since the
