@@ -115,6 +115,33 @@ def test_crash_after_base_append_before_snapshot_keeps_the_latest_states(tmp_pat
     assert loaded.trials[0]["last_result"] == {"x": 7}
 
 
+def test_ended_trials_reach_the_base_file_in_whole_lines_before_the_next_snapshot(tmp_path):
+    """Records of trials that end are not held until the next snapshot: they are
+    written out in whole lines as they pile up (the snapshot makes them durable), and
+    a crash before that snapshot loads the same states."""
+    from fasttune._internal import experiment_state
+
+    path = str(tmp_path)
+    store, trials = started_store(path, 400)
+    base = os.path.join(path, BASE_FILE)
+    for i, trial in enumerate(trials[:300]):
+        finish(store, trial, i)  # ended: held until its callbacks are told
+        trial.ending_told = True
+        store.record_trial(trial)  # told: its last record, written out
+    written = lines(base)  # whole lines only: nothing torn, nothing damaged
+    assert 400 < len(written) < 400 + 300
+    assert all(r["ending_told"] for r in written[400:])  # one line per trial
+    assert store._base_size < experiment_state._BASE_WRITE_BYTES
+    # The process dies here, before any snapshot: the journal and base agree.
+    loaded = ExperimentStateStore(path).load()
+    statuses = [t["status"] for t in loaded.trials]
+    assert statuses == ["TERMINATED"] * 300 + ["PENDING"] * 100
+    assert [t["last_result"] for t in loaded.trials[:300]] == [{"x": i} for i in range(300)]
+    store.snapshot(trials, {})
+    assert len(lines(base)) == 400 + 300
+    store.close()
+
+
 def test_torn_base_line_is_ignored(tmp_path):
     path = str(tmp_path)
     store, trials = started_store(path, 2)
