@@ -6,6 +6,7 @@ reading them back is :mod:`fasttune._internal.state_loading`'s job.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from typing import Any
 import cloudpickle
 
 from fasttune._internal.search_state_log import SearchStateLog
-from fasttune._internal.state_files import load_pickle
+from fasttune._internal.state_files import file_stamp, load_pickle
 from fasttune._internal.state_framing import (
     CONFIGS_HEADER,
     frame_blob,
@@ -94,11 +95,12 @@ class ExperimentStateStore:
         experiment_path: str,
         positions: dict[str, int] | None = None,
         before_record: Callable[[], None] | None = None,
-        in_base: frozenset[str] = frozenset(),
+        in_base: tuple[frozenset[str], tuple[int, int, int] | None] | None = None,
     ):
         self.path = experiment_path
         # Finished trials of a restored run whose line in the base file holds their
-        # state: the run's first snapshot appends the others instead of writing all.
+        # state, and the file's stamp when it was read: while it is the same, the run's
+        # first snapshot appends the others instead of writing all.
         self._in_base = in_base
         # Called before each journal line: buffered result lines go out first, so the
         # state never records more (a checkpoint, an end) than the result files hold.
@@ -291,6 +293,9 @@ class ExperimentStateStore:
         atomic_write_bytes(self._file(SNAPSHOT_FILE), seal_document(encode_record(document)))
         if self._journal is not None:
             self._journal.truncate(0)
+        else:  # the journal of an earlier run (a restore): the snapshot holds its states
+            with contextlib.suppress(FileNotFoundError):
+                os.truncate(self._file(JOURNAL_FILE), 0)
 
     def _live_now(self, trials: list[Any]) -> list[Any]:
         """The unfinished trials (O(live) once the run's first snapshot is written)."""
@@ -304,15 +309,22 @@ class ExperimentStateStore:
         if not self._based:
             self._based = True
             self._live = {t.trial_id: t for t in trials if not t.is_finished()}
-            in_base = self._in_base
-            self._in_base = frozenset()
+            in_base: frozenset[str] = frozenset()
+            if self._in_base is not None:
+                ids, stamp = self._in_base
+                if ids and file_stamp(self._file(BASE_FILE)) == stamp:
+                    in_base = ids  # else changed since it was read: written whole
+            self._in_base = None
             if in_base:
                 # A restored run: the base file holds these trials as they are. Later
                 # records win, so the other finished ones are appended (each live one
                 # is in the snapshot), not all rewritten (2.6 s at 100,000 trials).
                 for t in trials:
-                    if t.trial_id not in in_base and t.is_finished():
-                        self._add_base_line(ended.get(t.trial_id) or encode_record(self._state(t)))
+                    record = ended.get(t.trial_id)
+                    if record is None and t.trial_id not in in_base and t.is_finished():
+                        record = encode_record(self._state(t))
+                    if record is not None:
+                        self._add_base_line(record)
             else:
                 # First snapshot of this run: every trial, in creation order (O(trials) once).
                 lines = b"".join(
@@ -325,7 +337,7 @@ class ExperimentStateStore:
                 self._add_base_line(state)
         self._ended = {}
         self._write_base_lines()
-        if self._base_unsynced:  # before the snapshot stops listing them
+        if self._base_unsynced and self._base_fd >= 0:  # before the snapshot stops listing them
             os.fsync(self._base_fd)
             self._base_unsynced = False
 
@@ -338,25 +350,35 @@ class ExperimentStateStore:
             self._write_base_lines()
 
     def _write_base_lines(self) -> None:
+        """Write the waiting lines out. A write that fails (a full disk) keeps what it
+        did not write, to be written first next time: the snapshot that fails with it
+        leaves those trials listed, and the next one writes them whole."""
         if not self._base_lines:
             return
         if self._base_fd < 0:
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
             self._base_fd = os.open(self._file(BASE_FILE), flags, 0o644)
         data = memoryview(b"".join(self._base_lines))
-        self._base_lines, self._base_size = [], 0
-        while data:
-            data = data[os.write(self._base_fd, data) :]
         self._base_unsynced = True
+        try:
+            while data:
+                data = data[os.write(self._base_fd, data) :]
+        finally:
+            self._base_lines = [bytes(data)] if data else []
+            self._base_size = len(data)
 
     def save_tuner(self, data: dict[str, Any]) -> None:
         atomic_write_bytes(self._file(TUNER_FILE), seal_pickle(cloudpickle.dumps(data)))
 
     def close(self) -> None:
-        self._write_base_lines()
+        # Lines still waiting here are a failed snapshot's: those trials stay listed by
+        # the snapshot before it and their journal lines, so a failure now loses nothing.
+        with contextlib.suppress(OSError):
+            self._write_base_lines()
         if self._base_fd >= 0:
             os.close(self._base_fd)
             self._base_fd = -1
+            self._base_unsynced = False
         for handle in (self._journal, self._configs):
             if handle is not None:
                 handle.close()

@@ -27,11 +27,13 @@ class RestoredTrials:
     Attributes:
         trials: In creation order.
         in_base: Ids of the finished trials whose record in the experiment's base
-            file is still their state: the new run need not write them again.
+            file is still their state: the new run need not write them again while
+            the file's stamp is still ``base_stamp`` (``state_files.file_stamp``).
     """
 
     trials: list[Trial]
     in_base: frozenset[str]
+    base_stamp: tuple[int, int, int] | None = None
 
 
 @paused_gc()
@@ -75,7 +77,7 @@ def restored_trials(
         if not changed and trial_id in in_base and state.get("pos") == index:
             kept.add(trial_id)
         trials.append(trial)
-    return RestoredTrials(trials, frozenset(kept))
+    return RestoredTrials(trials, frozenset(kept), loaded.base_stamp)
 
 
 def _decide(

@@ -5,6 +5,7 @@ values."""
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import cloudpickle
@@ -26,6 +27,16 @@ def read_file(path: str) -> bytes | None:
             return f.read()
     except FileNotFoundError:
         return None
+
+
+def file_stamp(path: str) -> tuple[int, int, int] | None:
+    """What tells one version of a file from another: inode, size, modification time
+    (None if it is missing)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def read_json_lines(path: str) -> list[dict[str, Any]]:

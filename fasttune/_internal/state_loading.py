@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fasttune._internal.state_files import (
+    file_stamp,
     load_pickle,
     load_search_state,
     read_configs,
@@ -60,9 +61,11 @@ class LoadedExperiment:
     scheduler_num_trials: int = 0
     callback_state: Any = None
     # Trials whose latest record is their line in the base file, when that file is
-    # intact, in this format and without many superseded lines: a restored run that
-    # leaves them as they are need not write them again (experiment_state.py).
+    # intact, in this format and without many superseded lines, and the file's stamp
+    # (file_stamp) as read: a restored run that leaves them as they are need not write
+    # them again while the file is unchanged (experiment_state.py).
     in_base: frozenset[str] = frozenset()
+    base_stamp: tuple[int, int, int] | None = None
 
 
 @paused_gc()
@@ -122,7 +125,10 @@ def load_state(
         )
     # Base records, then the snapshot, then the journal: later records win.
     trials: dict[str, dict[str, Any]] = {}
+    base_stamp = file_stamp(os.path.join(path, BASE_FILE))
     base, base_intact = read_json_lines_checked(os.path.join(path, BASE_FILE))
+    if file_stamp(os.path.join(path, BASE_FILE)) != base_stamp:
+        base_intact = False  # written while it was read
     for state in base:
         trials[state["trial_id"]] = state
     in_base: set[str] = set()
@@ -171,7 +177,11 @@ def load_state(
     first_seen = {trial_id: i for i, trial_id in enumerate(trials)}
     ordered = sorted(trials.values(), key=lambda t: t.get("pos", first_seen[t["trial_id"]]))
     loaded = LoadedExperiment(
-        meta=document.get("meta", {}), trials=ordered, configs=configs, in_base=frozenset(in_base)
+        meta=document.get("meta", {}),
+        trials=ordered,
+        configs=configs,
+        in_base=frozenset(in_base),
+        base_stamp=base_stamp,
     )
     if pickles and plugin_states:
         _load_plugin_states(path, loaded)

@@ -118,3 +118,16 @@ def test_only_trials_whose_latest_record_is_their_base_line_count_as_in_base(tmp
     trials[2].last_result = {"x": 1}
     store.record_trial(trials[2])  # journaled after the snapshot
     assert ExperimentStateStore(path).load().in_base == {"abc_00000", "abc_00001"}
+
+
+def test_a_base_file_written_since_the_restore_read_it_is_written_whole(tmp_path, run_config):
+    """Two restores of one experiment fitted one after the other: the second, which
+    read the state before the first ran, leaves files that say what its run says."""
+    path = _experiment(tmp_path, run_config)
+    open(os.path.join(tmp_path, "fixed"), "w").close()
+    first = tune.Tuner.restore(path, trainable=_broken_until_fixed, restart_errored=True)
+    second = tune.Tuner.restore(path, trainable=_broken_until_fixed)
+    assert first.fit().num_errors == 0
+    assert _statuses(path)["1"] == "TERMINATED"
+    assert second.fit().num_errors == 1  # its state, read before the first fit
+    assert _statuses(path) == {"0": "TERMINATED", "1": "ERROR", "2": "TERMINATED"}

@@ -142,6 +142,57 @@ def test_ended_trials_reach_the_base_file_in_whole_lines_before_the_next_snapsho
     store.close()
 
 
+def test_a_base_write_that_fails_keeps_its_lines_for_the_next_snapshot(tmp_path, monkeypatch):
+    """A full disk mid-write: the snapshot fails and keeps listing the trials; once
+    there is space, the next one writes their lines whole (a torn one completed)."""
+    import errno
+
+    path = str(tmp_path)
+    store, trials = started_store(path, 300)
+    real_write = os.write
+    calls = {"base": 0}
+
+    def write(fd, data):
+        if fd == store._base_fd:
+            calls["base"] += 1
+            if calls["base"] == 1:  # the disk fills up: part of a line is written...
+                return real_write(fd, bytes(data[:100]))
+            if calls["base"] == 2:  # ...and nothing more
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    for i, trial in enumerate(trials[:200]):
+        finish(store, trial, i)
+        trial.ending_told = True
+        try:
+            store.record_trial(trial)
+        except OSError:
+            pass  # the disk was full when its line was written out
+    store.snapshot(trials, {})  # space again
+    store.close()
+    written = lines(os.path.join(path, BASE_FILE))  # nothing torn, nothing damaged
+    loaded = ExperimentStateStore(path).load()
+    assert [t["status"] for t in loaded.trials] == ["TERMINATED"] * 200 + ["PENDING"] * 100
+    assert len(written) == 300 + 200
+
+
+def test_a_restored_runs_first_snapshot_empties_the_journal_it_found(tmp_path):
+    """The earlier run's journal lines are in the new snapshot: left, they would be
+    applied again over it after a crash (a trial the restore set to run again read
+    back as it was)."""
+    path = str(tmp_path)
+    store, trials = started_store(path, 2)
+    trials[0].set_status(TrialStatus.ERROR)
+    store.record_trial(trials[0])  # journaled; the driver dies before a snapshot
+    # The restored run: trial 0 runs again (PENDING); its first snapshot, then a crash.
+    restored = make_trials(path, 2)
+    restored_store = ExperimentStateStore(path)
+    restored_store.snapshot(restored, {})
+    loaded = ExperimentStateStore(path).load()
+    assert [t["status"] for t in loaded.trials] == ["PENDING", "PENDING"]
+
+
 def test_torn_base_line_is_ignored(tmp_path):
     path = str(tmp_path)
     store, trials = started_store(path, 2)
