@@ -117,8 +117,15 @@ class FileSystem:
 
     def read_tails(self, paths: Sequence[str], size: int) -> dict[str, bytes]:
         """The last ``size`` bytes of each file among ``paths`` that exists (a shorter
-        file whole), by path; missing ones left out. Concurrent where ``read_many`` is."""
-        return {path: data[-size:] for path, data in self.read_many(paths).items()}
+        file whole: fewer than ``size`` bytes means the whole file), by path; missing
+        ones left out."""
+        out = {}
+        for path in paths:
+            try:
+                out[path] = self.read_bytes(path)[-size:]
+            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                continue
+        return out
 
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode("utf-8")
@@ -171,8 +178,11 @@ class LocalFileSystem(FileSystem):
             except (FileNotFoundError, NotADirectoryError):
                 continue
             try:
-                length = os.fstat(fd).st_size
-                out[path] = os.pread(fd, size, max(0, length - size))
+                offset = max(0, os.fstat(fd).st_size - size)
+                data = os.pread(fd, size, offset)
+                if offset and len(data) < size:  # cut short meanwhile: read it again
+                    data = self.read_bytes(path)[-size:]
+                out[path] = data
             except IsADirectoryError:
                 continue
             finally:

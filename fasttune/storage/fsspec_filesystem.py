@@ -76,6 +76,25 @@ class FsspecFileSystem(FileSystem):
             out.update({wanted.get(strip(k), k): bytes(data) for k, data in found.items()})
         return out
 
+    def read_tails(self, paths: Sequence[str], size: int) -> dict[str, bytes]:
+        # One ranged request per file, concurrent on async stores: a suffix range
+        # (``bytes=-size``) gives the whole object when it is shorter. A file whose
+        # range fails otherwise (an empty object's range is refused) is read whole.
+        if not paths:
+            return {}
+        tails = self.fs.cat_ranges(list(paths), -size, None, on_error="return")
+        out = {}
+        for path, data in zip(paths, tails):
+            if isinstance(data, FileNotFoundError):
+                continue
+            if isinstance(data, BaseException):
+                try:
+                    data = self.read_bytes(path)[-size:]
+                except FileNotFoundError:
+                    continue
+            out[path] = bytes(data)
+        return out
+
     def write_bytes_atomic(self, path: str, data: bytes) -> None:
         # Object stores publish a whole object at once; ``pipe`` is one PUT.
         self._make_parent(path)

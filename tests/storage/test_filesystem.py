@@ -555,3 +555,27 @@ def test_atomic_open_survives_sigkill_inside_block(tmp_path):
     # The killed writer's temp file is hidden and never takes the final name.
     assert len(leftovers) == 1
     assert leftovers[0].startswith(".f.") and leftovers[0].endswith(".tmp")
+
+
+def _tail_files(fs: FileSystem, root: str) -> dict[str, bytes]:
+    contents = {"long": bytes(range(256)) * 40, "short": b"abc", "empty": b""}
+    for name, data in contents.items():
+        fs.write_bytes_atomic(fs.join(root, name), data)
+    return contents
+
+
+def test_read_tails_gives_each_files_end_or_the_whole_shorter_file(backend):
+    fs, root = backend
+    contents = _tail_files(fs, root)
+    paths = [fs.join(root, name) for name in (*contents, "missing")]
+    tails = fs.read_tails(paths, 1000)
+    assert tails == {fs.join(root, name): data[-1000:] for name, data in contents.items()}
+
+
+def test_read_tails_from_s3_reads_only_the_ends(s3_server, s3_bucket):
+    """A suffix range per object on S3 (an empty object's is refused: read whole)."""
+    fs, root = get_fs_and_path(f"s3://{s3_bucket}/tails")
+    contents = _tail_files(fs, root)
+    paths = [fs.join(root, name) for name in (*contents, "missing")]
+    tails = fs.read_tails(paths, 1000)
+    assert tails == {fs.join(root, name): data[-1000:] for name, data in contents.items()}
