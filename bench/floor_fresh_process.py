@@ -10,7 +10,6 @@ starts a process per trial, fasttune with ``reuse_actors=False`` included.
 Usage: ``python bench/floor_fresh_process.py trials``; prints a RESULT line as the floor.
 """
 
-import importlib.util
 import json
 import os
 import sys
@@ -19,13 +18,9 @@ import time
 from multiprocessing import Pipe
 from multiprocessing.connection import wait
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-FLOOR = os.environ.get(
-    "FASTTUNE_SHARED_BENCH", os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "bench")
-)
-spec = importlib.util.spec_from_file_location("floor", os.path.join(FLOOR, "floor.py"))
-floor = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(floor)
+from _shared_floor import load_floor
+
+floor = load_floor()
 
 
 def main() -> None:

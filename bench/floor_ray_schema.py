@@ -7,18 +7,13 @@ much of the gap to the floor is the result itself. Same usage and output as the
 floor: ``python bench/floor_ray_schema.py trials|throughput``.
 """
 
-import importlib.util
 import os
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-FLOOR = os.environ.get(
-    "FASTTUNE_SHARED_BENCH", os.path.join(os.path.dirname(os.path.dirname(HERE)), "shared", "bench")
-)
-spec = importlib.util.spec_from_file_location("floor", os.path.join(FLOOR, "floor.py"))
-floor = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(floor)
+from _shared_floor import load_floor
+
+floor = load_floor()
 
 
 def worker(conn, reports):
