@@ -1,7 +1,8 @@
 """Writing an experiment's state: base records, a snapshot, an append-only journal.
 
 The files and their formats are described in :mod:`fasttune._internal.state_layout`;
-reading them back is :mod:`fasttune._internal.state_loading`'s job.
+the base records file is written by :mod:`fasttune._internal.base_records`; reading
+them back is :mod:`fasttune._internal.state_loading`'s job.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 
 import cloudpickle
 
+from fasttune._internal.base_records import BaseRecords, KeptLines
 from fasttune._internal.search_state_log import SearchStateLog
-from fasttune._internal.state_files import file_stamp, load_pickle
+from fasttune._internal.state_files import load_pickle
 from fasttune._internal.state_framing import (
     CONFIGS_HEADER,
     frame_blob,
@@ -78,10 +80,6 @@ def _unchanging_on_start(trial: Any) -> tuple[Any, ...]:
     )
 
 
-# Base records are written out once this many bytes of them wait (whole lines).
-_BASE_WRITE_BYTES = 1 << 16
-
-
 def encode_record(record: Any) -> bytes:
     """One JSON line for ``record``, odd values converted (numpy to lists and numbers)."""
     return encode_result_line(record)
@@ -95,13 +93,12 @@ class ExperimentStateStore:
         experiment_path: str,
         positions: dict[str, int] | None = None,
         before_record: Callable[[], None] | None = None,
-        in_base: tuple[frozenset[str], tuple[int, int, int] | None] | None = None,
+        in_base: KeptLines | None = None,
     ):
         self.path = experiment_path
-        # Finished trials of a restored run whose line in the base file holds their
-        # state, and the file's stamp when it was read: while it is the same, the run's
-        # first snapshot appends the others instead of writing all.
-        self._in_base = in_base
+        # The base records; for a restored run, the lines there that hold their trials'
+        # states (and the file's stamp when read): the first snapshot keeps them.
+        self._base = BaseRecords(self._file(BASE_FILE), in_base)
         # Called before each journal line: buffered result lines go out first, so the
         # state never records more (a checkpoint, an end) than the result files hold.
         self._before_record = before_record
@@ -113,26 +110,10 @@ class ExperimentStateStore:
         # Creation position of each trial id: the controller's own map when it gives
         # one, else the order in which this store first sees the trials.
         self._pos: dict[str, int] = positions if positions is not None else {}
-        # Unfinished trials (listed by each snapshot), and the base record of each
-        # trial that ended since the last snapshot whose callbacks were not told yet
-        # (before the run's first snapshot, of each that ended): its last journal
-        # record's state, encoded then, which the snapshot writes as it is.
-        self._live: dict[str, Any] = {}
-        self._ended: dict[str, bytes] = {}
-        # After it, the base record of a trial whose callbacks were told it ended (its
-        # last record, as a rule) is framed here and written out in whole lines ~64 KB
-        # at a time, made durable by the next snapshot (which must not stop listing a
-        # trial whose record the base file may lose). Held to the snapshot instead, ten
-        # seconds of trials ending at 1,700/s were ~20 MB, and twice that while the
-        # snapshot joined them: a high-water mark the driver's RSS kept.
-        self._base_lines: list[bytes] = []
-        self._base_size = 0
-        self._base_fd = -1
-        self._base_unsynced = False
+        self._live: dict[str, Any] = {}  # unfinished trials (listed by each snapshot)
         # What a PENDING trial's whole record held, when this store wrote it: a start
         # that changes nothing else is journaled as a short change line.
         self._pending: dict[str, tuple[Any, ...]] = {}
-        self._based = False  # whether this run wrote the full base file yet
 
     def _file(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -162,14 +143,10 @@ class ExperimentStateStore:
         if trial.is_finished():
             self._live.pop(trial_id, None)
             self._pending.pop(trial_id, None)
-            if self._based and trial.ending_told:  # its last record, as a rule
-                self._ended.pop(trial_id, None)
-                self._add_base_line(state)
-            else:
-                self._ended[trial_id] = state
+            self._base.ended(trial_id, state, told=trial.ending_told)
         else:
             self._live[trial_id] = trial
-            self._ended.pop(trial_id, None)
+            self._base.reopened(trial_id)
             if trial.status.value == "PENDING":
                 self._pending[trial_id] = _unchanging_on_start(trial)
             else:
@@ -299,86 +276,23 @@ class ExperimentStateStore:
 
     def _live_now(self, trials: list[Any]) -> list[Any]:
         """The unfinished trials (O(live) once the run's first snapshot is written)."""
-        if not self._based:
+        if not self._base.written:
             return [t for t in trials if not t.is_finished()]
         return list(self._live.values())  # kept by record_trial
 
     def _write_base(self, trials: list[Any]) -> None:
         """Make the base records hold every trial the snapshot will not list."""
-        ended = self._ended
-        if not self._based:
-            self._based = True
-            self._live = {t.trial_id: t for t in trials if not t.is_finished()}
-            in_base: frozenset[str] = frozenset()
-            if self._in_base is not None:
-                ids, stamp = self._in_base
-                if ids and file_stamp(self._file(BASE_FILE)) == stamp:
-                    in_base = ids  # else changed since it was read: written whole
-            self._in_base = None
-            if in_base:
-                # A restored run: the base file holds these trials as they are. Later
-                # records win, so the other finished ones are appended (each live one
-                # is in the snapshot), not all rewritten (2.6 s at 100,000 trials).
-                for t in trials:
-                    record = ended.get(t.trial_id)
-                    if record is None and t.trial_id not in in_base and t.is_finished():
-                        record = encode_record(self._state(t))
-                    if record is not None:
-                        self._add_base_line(record)
-            else:
-                # First snapshot of this run: every trial, in creation order (O(trials) once).
-                lines = b"".join(
-                    frame_line(ended.get(t.trial_id) or encode_record(self._state(t)))
-                    for t in trials
-                )
-                atomic_write_bytes(self._file(BASE_FILE), lines)
+        if self._base.written:
+            self._base.make_durable()
         else:
-            for state in ended.values():
-                self._add_base_line(state)
-        self._ended = {}
-        self._write_base_lines()
-        if self._base_unsynced and self._base_fd >= 0:  # before the snapshot stops listing them
-            os.fsync(self._base_fd)
-            self._base_unsynced = False
-
-    def _add_base_line(self, record: bytes) -> None:
-        """Append ``record`` (encoded) to the base file, in whole lines ~64 KB at a time."""
-        line = frame_line(record)
-        self._base_lines.append(line)
-        self._base_size += len(line)
-        if self._base_size >= _BASE_WRITE_BYTES:
-            self._write_base_lines()
-
-    def _write_base_lines(self) -> None:
-        """Write the waiting lines out. A write that fails (a full disk) keeps what it
-        did not write, to be written first next time: the snapshot that fails with it
-        leaves those trials listed, and the next one writes them whole."""
-        if not self._base_lines:
-            return
-        if self._base_fd < 0:
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-            self._base_fd = os.open(self._file(BASE_FILE), flags, 0o644)
-        data = memoryview(b"".join(self._base_lines))
-        self._base_unsynced = True
-        try:
-            while data:
-                data = data[os.write(self._base_fd, data) :]
-        finally:
-            self._base_lines = [bytes(data)] if data else []
-            self._base_size = len(data)
+            self._live = {t.trial_id: t for t in trials if not t.is_finished()}
+            self._base.write_first(trials, lambda t: encode_record(self._state(t)))
 
     def save_tuner(self, data: dict[str, Any]) -> None:
         atomic_write_bytes(self._file(TUNER_FILE), seal_pickle(cloudpickle.dumps(data)))
 
     def close(self) -> None:
-        # Lines still waiting here are a failed snapshot's: those trials stay listed by
-        # the snapshot before it and their journal lines, so a failure now loses nothing.
-        with contextlib.suppress(OSError):
-            self._write_base_lines()
-        if self._base_fd >= 0:
-            os.close(self._base_fd)
-            self._base_fd = -1
-            self._base_unsynced = False
+        self._base.close()
         for handle in (self._journal, self._configs):
             if handle is not None:
                 handle.close()

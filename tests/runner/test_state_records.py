@@ -119,7 +119,7 @@ def test_ended_trials_reach_the_base_file_in_whole_lines_before_the_next_snapsho
     """Records of trials that end are not held until the next snapshot: they are
     written out in whole lines as they pile up (the snapshot makes them durable), and
     a crash before that snapshot loads the same states."""
-    from fasttune._internal import experiment_state
+    from fasttune._internal import base_records
 
     path = str(tmp_path)
     store, trials = started_store(path, 400)
@@ -131,7 +131,7 @@ def test_ended_trials_reach_the_base_file_in_whole_lines_before_the_next_snapsho
     written = lines(base)  # whole lines only: nothing torn, nothing damaged
     assert 400 < len(written) < 400 + 300
     assert all(r["ending_told"] for r in written[400:])  # one line per trial
-    assert store._base_size < experiment_state._BASE_WRITE_BYTES
+    assert store._base._size < base_records._WRITE_BYTES
     # The process dies here, before any snapshot: the journal and base agree.
     loaded = ExperimentStateStore(path).load()
     statuses = [t["status"] for t in loaded.trials]
@@ -153,7 +153,7 @@ def test_a_base_write_that_fails_keeps_its_lines_for_the_next_snapshot(tmp_path,
     calls = {"base": 0}
 
     def write(fd, data):
-        if fd == store._base_fd:
+        if fd == store._base._fd:
             calls["base"] += 1
             if calls["base"] == 1:  # the disk fills up: part of a line is written...
                 return real_write(fd, bytes(data[:100]))
