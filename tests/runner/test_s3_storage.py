@@ -130,6 +130,13 @@ def test_an_experiment_with_checkpoints_lives_in_s3(s3_server, s3_bucket, isolat
     with best.checkpoint.as_directory() as d:
         assert json.load(open(os.path.join(d, "state.json"))) == {"i": 3, "x": 3}
     assert list(best.metrics_dataframe["i"]) == [0, 1, 2, 3]
+    frame = grid.get_dataframe()  # each row from the end of a result.json in the bucket
+    assert sorted(zip(frame["config/x"], frame["i"], frame["score"])) == [
+        (1, 3, 3),
+        (2, 3, 6),
+        (3, 3, 9),
+    ]
+    assert all(logdir.startswith(prefix) for logdir in frame["logdir"])
     assert tune.Tuner.can_restore(f"{url}/exp")
     assert not tune.Tuner.can_restore(f"s3://{s3_bucket}")  # a bucket is no experiment
     with pytest.raises(ValueError, match="expected an experiment directory"):
