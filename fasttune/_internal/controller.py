@@ -72,7 +72,7 @@ class TuneController:
             spec.experiment_path,
             positions=positions,
             before_record=spec.callbacks.flush_pending_writes,
-            in_base=(restored.in_base, restored.base_stamp) if restored is not None else None,
+            kept_lines=restored.kept_lines if restored is not None else None,
         )
         self.lifecycle = TrialLifecycle(
             restored.trials if restored is not None else [],

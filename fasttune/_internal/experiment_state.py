@@ -93,12 +93,12 @@ class ExperimentStateStore:
         experiment_path: str,
         positions: dict[str, int] | None = None,
         before_record: Callable[[], None] | None = None,
-        in_base: KeptLines | None = None,
+        kept_lines: KeptLines | None = None,
     ):
         self.path = experiment_path
         # The base records; for a restored run, the lines there that hold their trials'
         # states (and the file's stamp when read): the first snapshot keeps them.
-        self._base = BaseRecords(self._file(BASE_FILE), in_base)
+        self._base = BaseRecords(self._file(BASE_FILE), kept_lines)
         # Called before each journal line: buffered result lines go out first, so the
         # state never records more (a checkpoint, an end) than the result files hold.
         self._before_record = before_record

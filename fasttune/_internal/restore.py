@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fasttune import result as R
+from fasttune._internal.base_records import KeptLines
 from fasttune._internal.launcher import resume_point
 from fasttune._internal.state_loading import LoadedExperiment
 from fasttune._internal.trial_state import trial_from_state
@@ -26,14 +27,13 @@ class RestoredTrials:
 
     Attributes:
         trials: In creation order.
-        in_base: Ids of the finished trials whose record in the experiment's base
-            file is still their state: the new run need not write them again while
-            the file's stamp is still ``base_stamp`` (``state_files.file_stamp``).
+        kept_lines: The ids of the finished trials whose record in the experiment's
+            base file is still their state, and the file's stamp when read: the new
+            run need not write them again while the file is the same.
     """
 
     trials: list[Trial]
-    in_base: frozenset[str]
-    base_stamp: tuple[int, int, int] | None = None
+    kept_lines: KeptLines
 
 
 @paused_gc()
@@ -77,7 +77,7 @@ def restored_trials(
         if not changed and trial_id in in_base and state.get("pos") == index:
             kept.add(trial_id)
         trials.append(trial)
-    return RestoredTrials(trials, frozenset(kept), loaded.base_stamp)
+    return RestoredTrials(trials, (frozenset(kept), loaded.base_stamp))
 
 
 def _decide(
