@@ -419,7 +419,11 @@ class Tuner:
         if loaded is None:
             from fasttune._internal.experiment_state import ExperimentStateStore
 
-            loaded = ExperimentStateStore(self._restore["storage"].local_path).load()
+            # folders_only: an experiment restored from its folders alone has no state
+            # files until a fit writes them (the first may have failed before).
+            loaded = ExperimentStateStore(self._restore["storage"].local_path).load(
+                folders_only=True
+            )
         return loaded
 
     def _restored_trials(self, spec: Any, loaded: Any) -> Any:
