@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from fasttune._internal.state_files import file_stamp
@@ -93,7 +93,8 @@ class BaseRecords:
         """Write out what waits (the held records too) and sync the file: a snapshot
         that stops listing finished trials comes after."""
         held, self._held = self._held, {}
-        self._add_all(held.values())
+        for record in held.values():
+            self._add(record)
         self._write()
         if self._unsynced and self._fd >= 0:
             os.fsync(self._fd)
@@ -109,10 +110,6 @@ class BaseRecords:
             os.close(self._fd)
             self._fd = -1
             self._unsynced = False
-
-    def _add_all(self, records: Iterable[bytes]) -> None:
-        for record in records:
-            self._add(record)
 
     def _add(self, record: bytes) -> None:
         line = frame_line(record)

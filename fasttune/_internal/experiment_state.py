@@ -259,6 +259,7 @@ class ExperimentStateStore:
                 seal_pickle(cloudpickle.dumps(callbacks.get_state())),
                 sync_dir=False,
             )
+        first = not self._base.written
         self._write_base(trials)
         document = {
             "version": FORMAT_VERSION,
@@ -270,7 +271,7 @@ class ExperimentStateStore:
         atomic_write_bytes(self._file(SNAPSHOT_FILE), seal_document(encode_record(document)))
         if self._journal is not None:
             self._journal.truncate(0)
-        else:  # the journal of an earlier run (a restore): the snapshot holds its states
+        elif first:  # the journal of an earlier run (a restore): the snapshot holds its states
             with contextlib.suppress(FileNotFoundError):
                 os.truncate(self._file(JOURNAL_FILE), 0)
 
