@@ -7,6 +7,7 @@ import pickle
 import select
 import signal
 import struct
+import sys
 
 from fasttune._support.pickling import dumps
 from fasttune.executors.base import Event
@@ -107,10 +108,11 @@ def worker_main(fd: int) -> int:
     The worker ignores SIGINT (the driver handles Ctrl-C and stops workers by
     command) and leaves when the driver goes away.
     """
+    modules_at_start = len(sys.modules)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     transport = PipeTransport(fd)
     try:
-        WorkerLoop(transport, isolated=True).run()
+        WorkerLoop(transport, isolated=True, modules_at_start=modules_at_start).run()
     finally:
         transport.close()
     return 0

@@ -171,9 +171,12 @@ class TrialStopped(Event):
     Attributes:
         successor: The trial queued behind this one (:meth:`Executor.queue_trial`)
             that its worker started right after it, with its resources; None if none.
+        imported: Set by a local worker that retires after the trial: the submodules
+            of preloaded packages it imported meanwhile (``_learned_imports``).
     """
 
     successor: str | None = None
+    imported: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

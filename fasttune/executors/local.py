@@ -100,6 +100,10 @@ class LocalExecutor(Executor):
         self._prestart = prestart
         self._spare: Worker | None = None  # forked ahead, never hosted a trial
         self._warned_reset: set[str] = set()
+        # Whether what retiring workers imported is preloaded too (_learned_imports):
+        # once preload_modules() was called, and each module once.
+        self._learns_imports = False
+        self._learned: set[str] = set()
         self._closed = False
         self._finalizer = weakref.finalize(self, shutdown_workers, self._workers, self._selector)
 
@@ -207,6 +211,7 @@ class LocalExecutor(Executor):
         to import before a fork: no threads started and no GPU initialised on import.
         Import errors are ignored (a worker then imports the module itself).
         """
+        self._learns_imports = True  # preloading was judged safe for this run
         self._server.preload(tuple(modules))
         if self._spare is not None:  # forked before the import: replace it
             self._retire(self._spare)
@@ -294,12 +299,23 @@ class LocalExecutor(Executor):
                 events.append(event)
                 return
             self._drop_queued(worker, events)  # failed: it retires without starting it
+            if isinstance(event, TrialStopped) and event.imported:
+                self._learn_imports(event.imported)
             if isinstance(event, TrialStopped) and launch.reuse:
                 worker.idle_key = launch.trainable_key
                 self._idle.append(worker)
             else:
                 worker.retiring = True  # the worker exits by itself
         events.append(event)
+
+    def _learn_imports(self, imported: tuple[str, ...]) -> None:
+        """Have the fork server import what a retiring worker imported (once each)."""
+        if not self._learns_imports:
+            return
+        new = [name for name in imported if name not in self._learned]
+        if new:
+            self._learned.update(new)
+            self.preload_modules(*new)
 
     def _on_exit(self, worker: Worker, events: list[Event]) -> None:
         self._selector.unregister(worker.child.sentinel)

@@ -23,6 +23,7 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune.executors._claims import claim
+from fasttune.executors._learned_imports import imported_since
 from fasttune.executors._trial_hosting import (
     fetch_checkpoint,
     logger_creator,
@@ -84,6 +85,9 @@ class WorkerLoop:
             the trial's GPUs; False where the process's host already did (a Ray
             actor: Ray sets it for an actor with GPUs and leaves it as the node has it
             for one without, as Ray Tune's trials see it).
+        modules_at_start: ``len(sys.modules)`` when the worker process started, for
+            a retiring worker to name what it imported since (``TrialStopped.imported``);
+            None names nothing.
     """
 
     def __init__(
@@ -93,8 +97,10 @@ class WorkerLoop:
         isolated: bool = True,
         class_cache: dict[str, type] | None = None,
         sets_visible_gpus: bool = True,
+        modules_at_start: int | None = None,
     ):
         self._transport = transport
+        self._modules_at_start = modules_at_start
         self._isolated = isolated
         self._sets_visible_gpus = sets_visible_gpus
         self._classes: dict[str, type] = {} if class_cache is None else class_cache
@@ -445,7 +451,10 @@ class WorkerLoop:
         self._launch = None
         successor = None if self.retired else self._claim_next()
         if successor is None:
-            self._send(TrialStopped(launch.trial_id))
+            imported: tuple[str, ...] = ()
+            if self.retired and self._modules_at_start is not None:
+                imported = imported_since(self._modules_at_start)
+            self._send(TrialStopped(launch.trial_id, imported=imported))
             if self.retired:
                 self._give_back_queued()
             return

@@ -12,6 +12,7 @@ import cloudpickle
 import pytest
 
 from fasttune._support.pickled_modules import MAX_BLOB_BYTES, modules_named_in
+from fasttune.executors._learned_imports import imported_since
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
@@ -68,9 +69,9 @@ _DRIVER = textwrap.dedent(
 )
 
 
-def _run_driver(tmp_path, **env) -> dict:
+def _run_driver(tmp_path, driver=_DRIVER, **env) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", _DRIVER, str(tmp_path)],
+        [sys.executable, "-c", driver, str(tmp_path)],
         cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT, **env), capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
@@ -138,3 +139,78 @@ def test_a_module_exiting_on_import_fails_its_trial_not_the_fork_server(tmp_path
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen == {"failed": 1, "ok": [1], "same_server": True}
+
+
+def test_a_worker_names_the_submodules_it_imported_of_packages_it_started_with(tmp_path):
+    """Of what was imported after the count: submodules of packages loaded before it,
+    not a new top-level package, its submodules, or the standard library."""
+    for package in ("old_pkg_learn", "new_pkg_learn"):
+        os.makedirs(tmp_path / package)
+        (tmp_path / package / "__init__.py").write_text("")
+        (tmp_path / package / "sub.py").write_text("")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import old_pkg_learn
+
+        count = len(sys.modules)
+        assert imported_since(count) == ()
+        import xml.dom.minidom  # noqa: F401
+
+        import new_pkg_learn.sub  # noqa: F401
+        import old_pkg_learn.sub  # noqa: F401
+
+        assert imported_since(count) == ("old_pkg_learn.sub",)
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("old_pkg_learn", "old_pkg_learn.sub", "new_pkg_learn", "new_pkg_learn.sub"):
+            sys.modules.pop(name, None)
+
+
+_LAZY_DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    import fasttune as tune
+    from fasttune.executors import _forkserver
+    from tests.executors import _imported_where
+
+
+    class Lazy(tune.Trainable):
+        def step(self):
+            from tests.executors import _imported_lazily  # at its first use, as torch does
+
+            return {"imported_in": _imported_lazily.IMPORTED_IN, "pid": os.getpid(),
+                    "preloaded": _imported_where.IMPORTED_IN, "done": True}
+
+
+    grid = tune.Tuner(
+        Lazy,
+        param_space={"x": tune.grid_search([1, 2, 3, 4])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=tune.RunConfig(storage_path=sys.argv[1], verbose=0),
+    ).fit()
+    assert not grid.errors
+    print(json.dumps({
+        "server": _forkserver.default_server().server_pid,
+        "results": [[r.metrics["imported_in"], r.metrics["pid"]] for r in grid],
+    }))
+    """
+)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="preloading is for Linux")
+def test_what_a_trial_imports_at_its_first_use_is_imported_ahead_for_the_next_workers(
+    tmp_path,
+):
+    """One trial at a time, a new worker each: the first imports the submodule itself
+    (its package was preloaded); the fork server imports it after that trial, so the
+    later workers start with it (torch's ``torch._dynamo`` cost each worker seconds)."""
+    seen = _run_driver(tmp_path, _LAZY_DRIVER)
+    (first_in, first_pid), *later = seen["results"]
+    assert len({pid for _, pid in seen["results"]}) == 4
+    assert first_in == first_pid
+    assert [where for where, _ in later] == [seen["server"]] * 3
+
+
+def test_FASTTUNE_PRELOAD_IMPORTS_0_learns_nothing_either(tmp_path):
+    seen = _run_driver(tmp_path, _LAZY_DRIVER, FASTTUNE_PRELOAD_IMPORTS="0")
+    assert all(where == pid for where, pid in seen["results"])
