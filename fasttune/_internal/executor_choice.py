@@ -64,7 +64,7 @@ def started_local_executor(trainable_blob: bytes | None = None) -> Any:
     executor = LocalExecutor()
     preload = trainable_imports(trainable_blob)
     if preload:
-        executor.preload_modules(*preload)
+        executor.preload_modules(*preload, learn=True)
     executor.warm_up()
     return executor
 
@@ -73,7 +73,9 @@ def trainable_imports(trainable_blob: bytes | None) -> list[str]:
     """What the local fork server should import ahead: the third-party modules loading
     the pickled trainable imports (torch, say), so that each worker forked after starts
     with them instead of importing them itself (1-2 s for torch, in every worker that
-    ``reuse_actors=False`` makes).
+    ``reuse_actors=False`` makes). The server then also imports what the first workers
+    imported under those packages at their first use (``torch._dynamo`` when an
+    optimizer is built: ``executors/_learned_imports.py``).
 
     Only on Linux, with no GPU visible or declared (``fasttune.init(num_gpus=...)``): a
     module that touches CUDA on import (a ``torch.cuda.is_available()`` at module level

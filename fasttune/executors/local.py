@@ -101,7 +101,7 @@ class LocalExecutor(Executor):
         self._spare: Worker | None = None  # forked ahead, never hosted a trial
         self._warned_reset: set[str] = set()
         # Whether what retiring workers imported is preloaded too (_learned_imports):
-        # once preload_modules() was called, and each module once.
+        # after preload_modules(..., learn=True), and each module once.
         self._learns_imports = False
         self._learned: set[str] = set()
         self._closed = False
@@ -203,15 +203,19 @@ class LocalExecutor(Executor):
         if self._prestart and self._spare is None and not self._closed:
             self._spare = self._spawn()
 
-    def preload_modules(self, *modules: str) -> None:
+    def preload_modules(self, *modules: str, learn: bool = False) -> None:
         """Import ``modules`` in the fork server, so that new workers start with them.
 
         Worth it for heavy imports (a deep-learning framework, the trainable's own
         module) when trials do not reuse workers. Only preload modules that are safe
         to import before a fork: no threads started and no GPU initialised on import.
         Import errors are ignored (a worker then imports the module itself).
+
+        With ``learn``, the server also imports, from then on, what each retiring
+        worker imported under the packages it was forked with (``_learned_imports``):
+        what a library imports at its first use, such as ``torch._dynamo``.
         """
-        self._learns_imports = True  # preloading was judged safe for this run
+        self._learns_imports = self._learns_imports or learn
         self._server.preload(tuple(modules))
         if self._spare is not None:  # forked before the import: replace it
             self._retire(self._spare)
