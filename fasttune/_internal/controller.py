@@ -344,8 +344,10 @@ class TuneController:
         acked = False
         total = processed + len(results)
         for result in results:
-            if not accepts(trial):
-                return  # being stopped: what it ran past the decision is dropped
+            if not accepts(trial) or self._stop_all:
+                # Being stopped, or the whole experiment is (a stopper's stop_all, say):
+                # what it ran past the decision is dropped, as Ray Tune never sees it.
+                return
             processed += 1
             ack = processed if processed == total else 0
             decision, acked = self._on_result(trial, result, ack)
