@@ -205,6 +205,12 @@ class TrialResults:
         first, flattened with ``/``) when :attr:`metric_analysis` is first read."""
         self._stats_loader = results
 
+    def keys_with_stats(self) -> list[str]:
+        """The flattened numeric keys that some result so far reported (those with
+        :attr:`metric_analysis` entries; bookkeeping keys such as ``pid`` have none)."""
+        stats = self._stats if self._packed is None else self._unpacked()[1]
+        return list(stats)
+
     @property
     def metric_analysis(self) -> dict[str, dict[str, float]]:
         """Per-metric ``max``, ``min``, ``avg``, ``last``, ``last-5-avg``, ``last-10-avg``."""

@@ -424,26 +424,58 @@ class ExperimentAnalysis:
             return self._dataframe(metric, mode)
 
     def _dataframe(self, metric: str | None, mode: str | None) -> pd.DataFrame:
+        """Rows as Ray Tune's, which picks each from the trial's whole data frame: a key
+        some result reported is a column even where the chosen result lacks it (a
+        validation metric reported every few epochs), blank in that row."""
         configs = self.get_all_configs(prefix=True)
         rows = []
+        reported: dict[str, None] = {}  # keys of every result, beyond the rows' own
         for start in range(0, len(self.trials), _ROWS_READ_TOGETHER):
             trials = self.trials[start : start + _ROWS_READ_TOGETHER]
             last_results: dict[str, dict[str, Any] | None] = {}
-            if metric is None or mode is None:  # each row a last result: its line alone
-                paths = [t.local_path for t in trials if t.trial_id not in self._histories]
+            if metric is None or mode is None:
+                # Each row a last result: its line alone, for trials whose statistics
+                # name the keys of their other results (all but trials loaded from
+                # saved state, whose statistics come from these same files).
+                paths = [
+                    t.local_path
+                    for t in trials
+                    if t.trial_id not in self._histories and not t.stats_partial
+                ]
                 last_results = files.read_last_results(self._fs, [p for p in paths if p])
             for trial in trials:
                 chosen = last_results.get(trial.local_path or "")
-                if chosen is None:
-                    results, _ = self._history(trial)
-                    chosen = best_row(results, metric, mode) if results else None
-                if chosen is None:
-                    continue
+                if chosen is not None:
+                    reported.update(dict.fromkeys(trial.keys_with_stats()))
+                else:
+                    results = self._results_of(trial)
+                    if not results:
+                        continue
+                    chosen = best_row(results, metric, mode)
+                    reported.update(_keys_of(results))
                 row = flat_row(chosen)
                 row.update(configs[trial.trial_id])
                 row["logdir"] = trial.local_path
                 rows.append(row)
-        return pandas().DataFrame.from_records(rows)
+        frame = pandas().DataFrame.from_records(rows)
+        missing = [key for key in reported if key not in frame.columns]
+        if missing and len(frame):
+            frame = frame.reindex(columns=[*frame.columns, *missing])
+        return frame
+
+    def _results_of(self, trial: Trial) -> list[dict[str, Any]]:
+        """All results of ``trial``, as :meth:`_history` but not kept (a data frame of
+        many trials would hold every result of each)."""
+        history = self._histories.get(trial.trial_id)
+        if history is not None:
+            return history[0]
+        results: list[dict[str, Any]] = []
+        source = None
+        if trial.local_path:
+            results, source = files.read_results(self._fs, trial.local_path)
+        if source is None and trial.last_result:
+            results = [dict(trial.last_result)]
+        return results
 
     def __repr__(self) -> str:
         return (
@@ -451,3 +483,18 @@ class ExperimentAnalysis:
             f"trials={len(self.trials)}, default_metric={self.default_metric!r}, "
             f"default_mode={self.default_mode!r})"
         )
+
+
+def _keys_of(results: list[dict[str, Any]]) -> dict[str, None]:
+    """The keys of ``results`` flattened with ``/`` (config left out), in order of first
+    appearance; a result is flattened only if its keys differ from those already seen
+    or it nests values."""
+    keys: dict[str, None] = {}
+    shapes: set[tuple[str, ...]] = set()
+    for result in results:
+        shape = tuple(result)
+        if shape in shapes and not any(isinstance(v, dict) for v in result.values()):
+            continue
+        shapes.add(shape)
+        keys.update(dict.fromkeys(flat_row({k: v for k, v in result.items() if k != R.CONFIG})))
+    return keys

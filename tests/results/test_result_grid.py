@@ -224,3 +224,37 @@ def test_checkpoints_of_a_remote_experiment(mixed, experiment_dir):
         )
     finally:
         fs.delete("/grid_test")
+
+
+def _validated_every_other_epoch(config):
+    import fasttune as tune
+
+    for epoch in range(3):
+        metrics = {"loss": 1.0 / (epoch + 1) + config["x"]}
+        if epoch % 2 == 1:  # validation every other epoch: not in the last result
+            metrics["val_loss"] = 0.5
+            metrics["info"] = {"val_acc": 0.9}
+        tune.report(metrics)
+
+
+@pytest.mark.parametrize("loaded", [False, True], ids=["fit's grid", "loaded from disk"])
+def test_a_key_missing_from_the_last_result_is_a_column_of_the_data_frame(tmp_path, loaded):
+    """As on Ray Tune, whose rows come from each trial's whole data frame: a metric
+    reported every other epoch is a column, blank in rows that lack it."""
+    import fasttune as tune
+
+    grid = tune.Tuner(
+        _validated_every_other_epoch,
+        param_space={"x": tune.grid_search([0.0, 1.0])},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    ).fit()
+    analysis = ExperimentAnalysis(grid.experiment_path) if loaded else grid
+    for frame in (
+        analysis.get_dataframe() if not loaded else analysis.dataframe(),
+        analysis.get_dataframe(filter_metric="loss", filter_mode="max")
+        if not loaded
+        else analysis.dataframe(metric="loss", mode="max"),
+    ):
+        assert len(frame) == 2
+        assert {"val_loss", "info/val_acc", "loss"} <= set(frame.columns)
+        assert frame["val_loss"].isna().all() and frame["info/val_acc"].isna().all()
