@@ -93,7 +93,12 @@ def _record_of(trial_dir: str, dirname: str) -> dict[str, Any] | None:
             return None
         trial_id = match.group(1)
     counter = int(trial_id.rsplit("_", 1)[-1]) if re.fullmatch(r".+_\d+", trial_id) else 0
-    trainable_name = dirname.split(f"_{trial_id}", 1)[0] if trial_id in dirname else dirname
+    trainable_name, _, after_id = dirname.partition(f"_{trial_id}")
+    # Its tag: from its results, else from its folder's name (<trainable>_<id>_<tag>, made
+    # safe for a file name) for a trial that failed before reporting.
+    tag = last.get(R.EXPERIMENT_TAG)
+    if not isinstance(tag, str):
+        tag = after_id[1:] if after_id.startswith("_") else ""
     by_iteration = {r.get(R.TRAINING_ITERATION): r for r in results}
     checkpoints = []
     for order, name in enumerate(sorted(_checkpoint_dirs(trial_dir)), start=1):
@@ -104,7 +109,7 @@ def _record_of(trial_dir: str, dirname: str) -> dict[str, Any] | None:
     return {
         "trainable_name": trainable_name,
         "trial_id": trial_id,
-        "experiment_tag": last.get(R.EXPERIMENT_TAG, ""),
+        "experiment_tag": tag,
         "status": "TERMINATED" if done else "RUNNING",
         "relative_logdir": dirname,
         "results_count": len(results),

@@ -131,3 +131,20 @@ def test_a_base_file_written_since_the_restore_read_it_is_written_whole(tmp_path
     assert _statuses(path)["1"] == "TERMINATED"
     assert second.fit().num_errors == 1  # its state, read before the first fit
     assert _statuses(path) == {"0": "TERMINATED", "1": "ERROR", "2": "TERMINATED"}
+
+
+def test_a_trial_that_failed_before_reporting_keeps_its_tag_when_rebuilt_from_its_folder(
+    tmp_path, run_config
+):
+    """Its record damaged, the trial is rebuilt from its folder, which holds no result
+    (the tag's usual source): the tag comes from the folder's name."""
+    path = _experiment(tmp_path, run_config)
+    lines = _base(path).split(b"\n")
+    index = next(i for i, line in enumerate(lines) if b'_00001"' in line)
+    damaged = bytearray(lines[index])
+    damaged[20] ^= 0x01  # inside its JSON: its checksum fails
+    lines[index] = bytes(damaged)
+    with open(os.path.join(path, BASE_FILE), "wb") as f:
+        f.write(b"\n".join(lines))
+    tune.Tuner.restore(path, trainable=_broken_until_fixed).fit()
+    assert _statuses(path) == {"0": "TERMINATED", "1": "ERROR", "2": "TERMINATED"}
