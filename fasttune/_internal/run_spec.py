@@ -7,8 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fasttune._support.metric_mode import strict_metric_checking
 from fasttune.config import CheckpointConfig, FailureConfig
 from fasttune.executors.flow_control import FlowControl
+from fasttune.result import DEFAULT_METRIC
 
 if TYPE_CHECKING:
     from fasttune._internal.trial_factory import TrialFactory
@@ -70,3 +72,17 @@ class RunSpec:
     # behind a running one, this many (0: none): short trials are queued
     # (controller._queue_successors).
     queue_depth: int = 0
+
+    def required_metrics(self) -> tuple[str, ...]:
+        """The keys every result must carry, as Ray Tune checks them: the metric of the
+        TuneConfig, of the scheduler and of the search algorithm (one or a list, as a
+        multi-objective searcher has). None with ``TUNE_DISABLE_STRICT_METRIC_CHECKING=1``
+        (Ray Tune's switch, which its error message names)."""
+        if not strict_metric_checking():
+            return ()
+        named: list[Any] = [self.metric, getattr(self.scheduler, "metric", None)]
+        searched = getattr(self.search_alg, "metric", None)
+        named += searched if isinstance(searched, (list, tuple)) else [searched]
+        return tuple(
+            dict.fromkeys(m for m in named if isinstance(m, str) and m and m != DEFAULT_METRIC)
+        )

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 _MODES = ("min", "max")
+
+
+def strict_metric_checking() -> bool:
+    """False when ``TUNE_DISABLE_STRICT_METRIC_CHECKING=1``, Ray Tune's switch (its error
+    for a missing metric names it): results may then lack the metric that the
+    TuneConfig, the scheduler or the search algorithm names, and schedulers that can
+    skip such results do."""
+    return os.environ.get("TUNE_DISABLE_STRICT_METRIC_CHECKING", "0").strip() != "1"
 
 
 def validate_metric_mode(metric: Any, mode: Any) -> None:

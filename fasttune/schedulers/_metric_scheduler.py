@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fasttune import result as R
-from fasttune._support.metric_mode import validate_metric_mode
+from fasttune._support.metric_mode import strict_metric_checking, validate_metric_mode
 from fasttune.experiment.trial import Trial
 from fasttune.schedulers.trial_scheduler import FIFOScheduler
 
@@ -131,7 +131,7 @@ class MetricModeScheduler(FIFOScheduler):
         value = lookup(result, self._metric)
         if value is _MISSING and self._metric == R.DEFAULT_METRIC:
             return None  # the anonymous metric (a mode alone) is not required, as Ray
-        if not strict and (value is _MISSING or time is _MISSING):
+        if (value is _MISSING or time is _MISSING) and not (strict and strict_metric_checking()):
             return None
         for key, found, role in (
             (self._metric, value, "metric"),

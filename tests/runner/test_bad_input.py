@@ -52,6 +52,46 @@ def test_metric_never_reported(run_config):
         ).fit()
 
 
+def test_TUNE_DISABLE_STRICT_METRIC_CHECKING_lets_results_lack_the_metric(run_config, monkeypatch):
+    """Ray Tune's switch, which its error message names: TuneConfig's metric, a
+    scheduler that skips results without it (ASHA) and a searcher's metric."""
+    from fasttune.schedulers import ASHAScheduler
+
+    monkeypatch.setenv("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    for name, extra in (("plain", {}), ("asha", {"scheduler": ASHAScheduler()})):
+        grid = tune.Tuner(
+            fine,
+            tune_config=tune.TuneConfig(metric="accuracy", mode="max", num_samples=2, **extra),
+            run_config=run_config(name=name),
+        ).fit()
+        assert grid.num_errors == 0 and len(grid) == 2
+        assert [r.metrics["score"] for r in grid] == [1, 1]
+
+
+class _TwoObjectives(tune.search.Searcher):
+    """A multi-objective searcher (as OptunaSearch(metric=[...]) is)."""
+
+    def __init__(self):
+        super().__init__(metric=["score", "score2"], mode=["max", "min"])
+
+    def suggest(self, trial_id):
+        return {"x": 1}
+
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        pass
+
+
+def test_every_objective_of_a_multi_objective_searcher_must_be_reported(run_config):
+    """As on Ray Tune: a searcher left without one of its objectives learns nothing
+    (Optuna marked every such trial pruned), so the run stops with the reason."""
+    with pytest.raises(ValueError, match="without the metric 'score2'.*Reported keys.*score"):
+        tune.Tuner(
+            fine,
+            tune_config=tune.TuneConfig(search_alg=_TwoObjectives(), num_samples=2),
+            run_config=run_config(),
+        ).fit()
+
+
 def test_metric_and_mode_conflicts():
     from fasttune.schedulers import FIFOScheduler
     from fasttune.search import BasicVariantGenerator
