@@ -42,29 +42,39 @@ def test_modules_not_imported_here_and_unreadable_pickles_are_left_out():
     assert modules_named_in(b"\x80\x05" + b"x" * (MAX_BLOB_BYTES + 1)) == []
 
 
-_DRIVER = textwrap.dedent(
+def _driver(trainable: str, tune_config: str = "") -> str:
+    """A driver script: four trials of the Trainable ``trainable`` defines, a new worker
+    each (a class trainable: no reuse); prints the fork server's pid and, per trial,
+    the pid its ``imported_in`` metric names and its worker's."""
+    return (
+        "import json, os, sys\n"
+        "import fasttune as tune\n"
+        "from fasttune.executors import _forkserver\n"
+        "from tests.executors import _imported_where\n"
+        + textwrap.dedent(trainable)
+        + textwrap.dedent(
+            f"""
+            grid = tune.Tuner(
+                Where,
+                param_space={{"x": tune.grid_search([1, 2, 3, 4])}},
+                {tune_config}
+                run_config=tune.RunConfig(storage_path=sys.argv[1], verbose=0),
+            ).fit()
+            assert not grid.errors
+            print(json.dumps({{
+                "server": _forkserver.default_server().server_pid,
+                "results": [[r.metrics["imported_in"], r.metrics["pid"]] for r in grid],
+            }}))
+            """
+        )
+    )
+
+
+_DRIVER = _driver(
     """
-    import json, os, sys
-    import fasttune as tune
-    from fasttune.executors import _forkserver
-    from tests.executors import _imported_where
-
-
     class Where(tune.Trainable):
         def step(self):
             return {"imported_in": _imported_where.IMPORTED_IN, "pid": os.getpid(), "done": True}
-
-
-    grid = tune.Tuner(
-        Where,
-        param_space={"x": tune.grid_search([1, 2, 3, 4])},
-        run_config=tune.RunConfig(storage_path=sys.argv[1], verbose=0),
-    ).fit()
-    assert not grid.errors
-    print(json.dumps({
-        "server": _forkserver.default_server().server_pid,
-        "results": [[r.metrics["imported_in"], r.metrics["pid"]] for r in grid],
-    }))
     """
 )
 
@@ -166,34 +176,16 @@ def test_a_worker_names_the_submodules_it_imported_of_packages_it_started_with(t
             sys.modules.pop(name, None)
 
 
-_LAZY_DRIVER = textwrap.dedent(
+_LAZY_DRIVER = _driver(
     """
-    import json, os, sys
-    import fasttune as tune
-    from fasttune.executors import _forkserver
-    from tests.executors import _imported_where
-
-
-    class Lazy(tune.Trainable):
+    class Where(tune.Trainable):
         def step(self):
             from tests.executors import _imported_lazily  # at its first use, as torch does
 
             return {"imported_in": _imported_lazily.IMPORTED_IN, "pid": os.getpid(),
                     "preloaded": _imported_where.IMPORTED_IN, "done": True}
-
-
-    grid = tune.Tuner(
-        Lazy,
-        param_space={"x": tune.grid_search([1, 2, 3, 4])},
-        tune_config=tune.TuneConfig(max_concurrent_trials=1),
-        run_config=tune.RunConfig(storage_path=sys.argv[1], verbose=0),
-    ).fit()
-    assert not grid.errors
-    print(json.dumps({
-        "server": _forkserver.default_server().server_pid,
-        "results": [[r.metrics["imported_in"], r.metrics["pid"]] for r in grid],
-    }))
-    """
+    """,
+    "tune_config=tune.TuneConfig(max_concurrent_trials=1),",
 )
 
 
