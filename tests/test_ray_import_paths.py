@@ -88,11 +88,11 @@ RAY_TUNE_PATHS: dict[str, list[str]] = {
     "fasttune.air.integrations.mlflow": ["MLflowLoggerCallback", "setup_mlflow"],
     "fasttune.air.integrations.wandb": ["WandbLoggerCallback", "setup_wandb"],
     "fasttune.air.integrations.comet": ["CometLoggerCallback"],
-    "fasttune.air": ["RunConfig", "CheckpointConfig", "FailureConfig", "Checkpoint"],
+    "fasttune.air": ["RunConfig", "CheckpointConfig", "FailureConfig", "Checkpoint", "Result"],
     # ray.train names used with Tune
     "fasttune.train": [
         "Checkpoint", "RunConfig", "CheckpointConfig", "FailureConfig", "report",
-        "get_checkpoint", "get_context",
+        "get_checkpoint", "get_context", "Result",
     ],
 }  # fmt: skip
 

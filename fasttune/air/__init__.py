@@ -13,6 +13,7 @@ _LAZY = {
     "CheckpointConfig": "fasttune.config",
     "FailureConfig": "fasttune.config",
     "RunConfig": "fasttune.config",
+    "Result": "fasttune.results",
 }
 
 __all__ = sorted(_LAZY)

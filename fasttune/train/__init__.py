@@ -13,6 +13,7 @@ _LAZY = {
     "CheckpointConfig": "fasttune.config",
     "FailureConfig": "fasttune.config",
     "RunConfig": "fasttune.config",
+    "Result": "fasttune.results",
     "SyncConfig": "fasttune.config",
     "report": "fasttune.trainable.session",
     "get_checkpoint": "fasttune.trainable.session",
