@@ -25,13 +25,7 @@ def register_trainable(name: str, trainable: Any, warn: bool = True) -> None:
     if not isinstance(name, str) or not name:
         raise TypeError(f"register_trainable(name=...) must be a non-empty str, got {name!r}")
     if isinstance(trainable, type) and issubclass(trainable, Trainable):
-        # Trials of ``Tuner(name)`` are named after ``name`` (folders, experiment name), as
-        # on Ray Tune: a subclass carries it, the class itself stays as it is.
-        _trainables[name] = type(
-            trainable.__name__,
-            (trainable,),
-            {"_name": name, "__module__": trainable.__module__, "__doc__": trainable.__doc__},
-        )
+        _trainables[name] = trainable
     elif callable(trainable):
         _trainables[name] = wrap_function(trainable, name=name)
     else:

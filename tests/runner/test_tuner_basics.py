@@ -127,21 +127,6 @@ def test_register_trainable_by_name(run_config):
     assert os.path.basename(grid[0].path).startswith("quad_by_name_")
 
 
-class _Registered(tune.Trainable):
-    def step(self):
-        return {"loss": 1, "done": True}
-
-
-def test_a_class_registered_by_name_names_its_trials_so(run_config):
-    """As on Ray Tune: ``Tuner("my_class")`` names trials and folders after the name it
-    was registered under, not after the class."""
-    tune.register_trainable("my_class", _Registered)
-    grid = tune.Tuner("my_class", param_space={"x": 3}, run_config=run_config()).fit()
-    assert grid[0].metrics["loss"] == 1
-    assert os.path.basename(grid[0].path).startswith("my_class_")
-    assert issubclass(tune.registry.get_trainable_cls("my_class"), _Registered)
-
-
 def test_trial_name_and_dirname_creators(run_config):
     grid = tune.Tuner(
         quadratic,
