@@ -343,11 +343,13 @@ class TuneController:
             processed = event.unseen
         acked = False
         total = processed + len(results)
+        # Once the experiment stops (a stopper's stop_all, say), results the driver
+        # writes are dropped, as Ray Tune never sees them; results a worker wrote to
+        # its files already are recorded, so the trial's state matches its files.
+        driver_writes = self.spec.result_files is None
         for result in results:
-            if not accepts(trial) or self._stop_all:
-                # Being stopped, or the whole experiment is (a stopper's stop_all, say):
-                # what it ran past the decision is dropped, as Ray Tune never sees it.
-                return
+            if not accepts(trial) or (self._stop_all and driver_writes):
+                return  # being stopped: what it ran past the decision is dropped
             processed += 1
             ack = processed if processed == total else 0
             decision, acked = self._on_result(trial, result, ack)
