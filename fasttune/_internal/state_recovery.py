@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from fasttune import result as R
+from fasttune.experiment.trial import MAX_DIRNAME_LENGTH
 
 _TRIAL_ID = re.compile(r"(?:^|_)([0-9a-f]{5}_(\d{5}))(?:_|$)")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
@@ -95,10 +96,12 @@ def _record_of(trial_dir: str, dirname: str) -> dict[str, Any] | None:
     counter = int(trial_id.rsplit("_", 1)[-1]) if re.fullmatch(r".+_\d+", trial_id) else 0
     trainable_name, _, after_id = dirname.partition(f"_{trial_id}")
     # Its tag: from its results, else from its folder's name (<trainable>_<id>_<tag>, made
-    # safe for a file name) for a trial that failed before reporting.
+    # safe for a file name) for a trial that failed before reporting; not from a name
+    # cut at the longest a folder name may be (its tag would be cut too).
     tag = last.get(R.EXPERIMENT_TAG)
     if not isinstance(tag, str):
-        tag = after_id[1:] if after_id.startswith("_") else ""
+        whole = len(dirname) < MAX_DIRNAME_LENGTH
+        tag = after_id[1:] if whole and after_id.startswith("_") else ""
     by_iteration = {r.get(R.TRAINING_ITERATION): r for r in results}
     checkpoints = []
     for order, name in enumerate(sorted(_checkpoint_dirs(trial_dir)), start=1):
