@@ -165,6 +165,14 @@ class ForkServer:
         with self._lock:
             self._ensure_started().sendall(_HEADER.pack(len(payload)) + payload)
 
+    def learn(self, modules: tuple[str, ...]) -> None:
+        """Have the server import ``modules`` for later children, unless importing them
+        in a throwaway child of its own starts a thread or a process there (a server
+        with threads forks children that may deadlock). Failures are ignored."""
+        payload = pickle.dumps(("learn", tuple(modules), list(sys.path)), protocol=5)
+        with self._lock:
+            self._ensure_started().sendall(_HEADER.pack(len(payload)) + payload)
+
     def resolve(self, child: Child) -> None:
         """Read the server's replies until ``child``'s pid is known."""
         with self._lock:
@@ -286,6 +294,7 @@ def serve(fd: int, preload: tuple[str, ...], warm_up: str | None = None) -> None
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     statuses: dict[int, int] = {}  # pid -> status pipe write end
+    probes: dict[int, tuple[str, ...]] = {}  # pid -> modules it tries (see _probe)
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
@@ -298,7 +307,7 @@ def serve(fd: int, preload: tuple[str, ...], warm_up: str | None = None) -> None
         for key, _ in events:
             if key.fileobj == wake_r:
                 os.read(wake_r, 4096)
-                _reap(statuses)
+                _reap(statuses, probes)
                 continue
             request = _recv_request(sock)
             if request is None:  # the driver is gone
@@ -307,6 +316,12 @@ def serve(fd: int, preload: tuple[str, ...], warm_up: str | None = None) -> None
             if message[0] == "import":
                 sys.path[:] = message[2]
                 _import_quietly(message[1])
+                continue
+            if message[0] == "learn":
+                sys.path[:] = message[2]
+                probe = _probe(message[1], (selector, sock), (wake_r, wake_w, *statuses.values()))
+                if probe:
+                    probes[probe] = message[1]
                 continue
             _, target, path, cwd, environ = message
             conn_fd, status_w = fds
@@ -326,7 +341,7 @@ def serve(fd: int, preload: tuple[str, ...], warm_up: str | None = None) -> None
             os.close(conn_fd)
             statuses[pid] = status_w
             sock.sendall(_PID.pack(pid))
-            _reap(statuses)
+            _reap(statuses, probes)
 
 
 def _recv_request(sock: socket.socket) -> tuple[tuple, list[int]] | None:
@@ -348,20 +363,56 @@ def _recv_request(sock: socket.socket) -> tuple[tuple, list[int]] | None:
     return pickle.loads(payload), fds
 
 
-def _reap(statuses: dict[int, int]) -> None:
-    while statuses:
+def _reap(statuses: dict[int, int], probes: dict[int, tuple[str, ...]]) -> None:
+    while statuses or probes:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        modules = probes.pop(pid, None)
+        if modules is not None:
+            if os.waitstatus_to_exitcode(status) == 0:  # imported alone, nothing started
+                _import_quietly(modules)
+            continue
         status_w = statuses.pop(pid, None)
         if status_w is None:
             continue
         with contextlib.suppress(OSError):
             os.write(status_w, _STATUS.pack(os.waitstatus_to_exitcode(status)))
         os.close(status_w)
+
+
+def _probe(modules: tuple[str, ...], closables: tuple[Any, ...], fds: tuple[int, ...]) -> int:
+    """Fork a child that imports ``modules`` and exits 0 if that started no thread and
+    no process in it (1 otherwise); its pid, or 0 if it could not be forked."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return 0
+    if pid:
+        return pid
+    code = 1
+    try:
+        for closable in closables:
+            closable.close()
+        for fd in fds:
+            os.close(fd)
+        _import_quietly(modules, freeze=False)
+        tasks = os.listdir("/proc/self/task")
+        children = "".join(_read_text(f"/proc/self/task/{task}/children") for task in tasks).strip()
+        code = 0 if len(tasks) == 1 and not children else 1
+    finally:
+        os._exit(code)
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def _run_child(

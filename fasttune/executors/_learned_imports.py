@@ -3,26 +3,38 @@
 A library's first use often imports more of it: torch imports ``torch._dynamo`` when
 the first optimizer is built (1.4-4 s here, more than the rest of a short trial). With
 ``reuse_actors=False`` every new worker paid that again, although the fork server had
-torch preloaded. A worker that retires now names the modules it imported under the
-packages it was forked with, and the local executor asks the fork server to import
-them too (when it preloads at all), so the workers forked after start with them.
+torch preloaded. A worker that retires now names what it imported, and the local
+executor has the fork server import it too, so the workers forked after start with it.
 
-Only submodules of packages the worker was forked with: those packages were imported
-by the fork server already, as fasttune's own or after the checks that preloading
-makes (Linux, no GPU, not turned off: ``executor_choice.trainable_imports``). A new
-top-level package, the standard library and Ray are left to each worker.
+What may be learned is narrow, as importing in the server changes what every later
+worker starts with:
+
+- only modules of installed distributions (a file under ``site-packages`` or
+  ``dist-packages``): never the user's own project, whose module-level state (a random
+  generator, a log file, a connection) each worker must make for itself, and never a
+  module made at run time (torch.compile's kernels);
+- only submodules of packages the worker was forked with; the executor keeps those of
+  the packages the automatic preloading chose (``LocalExecutor.preload_modules(...,
+  learn=True)``), which passed its checks (Linux, no GPU, not turned off);
+- nothing from a trial that changed ``os.environ``: a module reading a variable on
+  import would read the driver's in the server;
+- nothing the fork server's trial import in a throwaway child shows to start a thread
+  or a process (``_forkserver``): later workers would be forked from a threaded server.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 _LEFT_OUT = frozenset({"ray"})
+_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
 def imported_since(count: int) -> tuple[str, ...]:
     """The submodules of packages loaded before the first ``count`` modules of
-    ``sys.modules`` that were imported after them, in import order.
+    ``sys.modules`` that were imported after them from installed distributions, in
+    import order.
 
     ``sys.modules`` keeps insertion order; a module removed and imported again may be
     missed or named twice, which costs a worker nothing but a head start.
@@ -30,15 +42,27 @@ def imported_since(count: int) -> tuple[str, ...]:
     modules = sys.modules
     if len(modules) <= count:
         return ()
-    new = list(modules)[count:]
-    fresh = set(new)
+    new = list(modules.items())[count:]
+    fresh = {name for name, _ in new}
     stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
     return tuple(
         name
-        for name in new
+        for name, module in new
         if "." in name
         and (top := name.partition(".")[0]) in modules
         and top not in fresh
         and top not in stdlib
         and top not in _LEFT_OUT
+        and _installed(module)
+    )
+
+
+def _installed(module: object) -> bool:
+    """Whether ``module`` was loaded from a file of an installed distribution."""
+    spec = getattr(module, "__spec__", None)
+    origin = getattr(spec, "origin", None)
+    return (
+        bool(getattr(spec, "has_location", False))
+        and isinstance(origin, str)
+        and any(part in origin for part in _INSTALLED)
     )

@@ -87,6 +87,8 @@ class TrialLaunch:
             to, ``TrialStopped`` right after the results), because the driver's only
             answer would be a stop with nothing to save: one round trip less per trial
             (on a Ray cluster too).
+        report_imports: A local worker that retires after this trial names what it
+            imported meanwhile (``TrialStopped.imported``, ``_learned_imports``).
     """
 
     trial_id: str
@@ -108,6 +110,7 @@ class TrialLaunch:
     result_files: TrialFilesSpec | None = None
     last_result_only: bool = False
     stop_when_done: bool = False
+    report_imports: bool = False
 
 
 # ---------------------------------------------------------------------- events

@@ -100,9 +100,9 @@ class LocalExecutor(Executor):
         self._prestart = prestart
         self._spare: Worker | None = None  # forked ahead, never hosted a trial
         self._warned_reset: set[str] = set()
-        # Whether what retiring workers imported is preloaded too (_learned_imports):
-        # after preload_modules(..., learn=True), and each module once.
-        self._learns_imports = False
+        # What retiring workers imported under these packages is imported ahead too
+        # (_learned_imports): those preload_modules(..., learn=True) named; once each.
+        self._learns_from: set[str] = set()
         self._learned: set[str] = set()
         self._closed = False
         self._finalizer = weakref.finalize(self, shutdown_workers, self._workers, self._selector)
@@ -120,6 +120,8 @@ class LocalExecutor(Executor):
             worker.gpu_ids = tuple(launch.allocation.gpu_ids)
         worker.reuse_attempt = worker.idle_key is not None
         worker.idle_key = None
+        if self._learns_from and not launch.reuse:
+            launch = replace(launch, report_imports=True)
         worker.launch = launch
         worker.started = worker.stopping = worker.stops_itself = False
         launch = self._without_known_blob(worker, launch)
@@ -215,7 +217,8 @@ class LocalExecutor(Executor):
         worker imported under the packages it was forked with (``_learned_imports``):
         what a library imports at its first use, such as ``torch._dynamo``.
         """
-        self._learns_imports = self._learns_imports or learn
+        if learn:
+            self._learns_from.update(name.partition(".")[0] for name in modules)
         self._server.preload(tuple(modules))
         if self._spare is not None:  # forked before the import: replace it
             self._retire(self._spare)
@@ -313,13 +316,17 @@ class LocalExecutor(Executor):
         events.append(event)
 
     def _learn_imports(self, imported: tuple[str, ...]) -> None:
-        """Have the fork server import what a retiring worker imported (once each)."""
-        if not self._learns_imports:
-            return
-        new = [name for name in imported if name not in self._learned]
+        """Have the fork server import what a retiring worker imported under the
+        packages preloading chose (once each, after its check in a throwaway child)."""
+        learns_from = self._learns_from
+        new = [
+            name
+            for name in imported
+            if name.partition(".")[0] in learns_from and name not in self._learned
+        ]
         if new:
             self._learned.update(new)
-            self.preload_modules(*new)
+            self._server.learn(tuple(new))
 
     def _on_exit(self, worker: Worker, events: list[Event]) -> None:
         self._selector.unregister(worker.child.sentinel)

@@ -101,6 +101,7 @@ class WorkerLoop:
     ):
         self._transport = transport
         self._modules_at_start = modules_at_start
+        self._environ: dict[str, str] | None = None  # os.environ as the hosted trial began
         self._isolated = isolated
         self._sets_visible_gpus = sets_visible_gpus
         self._classes: dict[str, type] = {} if class_cache is None else class_cache
@@ -371,6 +372,8 @@ class WorkerLoop:
         reused = False
         try:
             self._enter_trial_environment(launch)
+            # What the trial's own code finds: a trial that changes it is not learned from.
+            self._environ = dict(os.environ) if launch.report_imports else None
             creator = logger_creator(launch.trial_dir)
             if not (
                 launch.reuse
@@ -452,7 +455,12 @@ class WorkerLoop:
         successor = None if self.retired else self._claim_next()
         if successor is None:
             imported: tuple[str, ...] = ()
-            if self.retired and self._modules_at_start is not None:
+            if (
+                self.retired
+                and self._modules_at_start is not None
+                and launch.report_imports
+                and self._environ == os.environ
+            ):
                 imported = imported_since(self._modules_at_start)
             self._send(TrialStopped(launch.trial_id, imported=imported))
             if self.retired:

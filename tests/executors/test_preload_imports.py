@@ -151,16 +151,27 @@ def test_a_module_exiting_on_import_fails_its_trial_not_the_fork_server(tmp_path
     assert seen == {"failed": 1, "ok": [1], "same_server": True}
 
 
-def test_a_worker_names_the_submodules_it_imported_of_packages_it_started_with(tmp_path):
-    """Of what was imported after the count: submodules of packages loaded before it,
-    not a new top-level package, its submodules, or the standard library."""
-    for package in ("old_pkg_learn", "new_pkg_learn"):
-        os.makedirs(tmp_path / package)
-        (tmp_path / package / "__init__.py").write_text("")
-        (tmp_path / package / "sub.py").write_text("")
-    sys.path.insert(0, str(tmp_path))
+def _package(root, name: str, **modules: str) -> None:
+    os.makedirs(root / name)
+    (root / name / "__init__.py").write_text("")
+    for module, text in modules.items():
+        (root / name / f"{module}.py").write_text(text)
+
+
+def test_a_worker_names_the_installed_submodules_it_imported_of_packages_it_started_with(
+    tmp_path,
+):
+    """Of what was imported after the count: submodules of packages loaded before it
+    from an installed distribution; not a new top-level package, the standard library,
+    or a package of the user's project (not under site-packages)."""
+    installed, project = tmp_path / "site-packages", tmp_path / "project"
+    for root, package in ((installed, "old_pkg_learn"), (installed, "new_pkg_learn")):
+        _package(root, package, sub="")
+    _package(project, "proj_pkg_learn", sub="")
+    sys.path[:0] = [str(installed), str(project)]
     try:
         import old_pkg_learn
+        import proj_pkg_learn
 
         count = len(sys.modules)
         assert imported_since(count) == ()
@@ -168,41 +179,104 @@ def test_a_worker_names_the_submodules_it_imported_of_packages_it_started_with(t
 
         import new_pkg_learn.sub  # noqa: F401
         import old_pkg_learn.sub  # noqa: F401
+        import proj_pkg_learn.sub  # noqa: F401
 
         assert imported_since(count) == ("old_pkg_learn.sub",)
     finally:
-        sys.path.remove(str(tmp_path))
-        for name in ("old_pkg_learn", "old_pkg_learn.sub", "new_pkg_learn", "new_pkg_learn.sub"):
-            sys.modules.pop(name, None)
+        del sys.path[:2]
+        for name in [n for n in sys.modules if n.partition(".")[0].endswith("_pkg_learn")]:
+            del sys.modules[name]
 
 
-_LAZY_DRIVER = _driver(
+_RECORDS_PID = "import os\nIMPORTED_IN = os.getpid()\n"
+
+_LEARNING_DRIVER = textwrap.dedent(
     """
-    class Where(tune.Trainable):
-        def step(self):
-            from tests.executors import _imported_lazily  # at its first use, as torch does
+    import json, os, sys, time
+    import fasttune as tune
+    from fasttune.executors import _forkserver
+    from lazypkg_learn import eager  # named by the pickled class: preloaded
 
-            return {"imported_in": _imported_lazily.IMPORTED_IN, "pid": os.getpid(),
-                    "preloaded": _imported_where.IMPORTED_IN, "done": True}
-    """,
-    "tune_config=tune.TuneConfig(max_concurrent_trials=1),",
+
+    class Lazy(tune.Trainable):
+        def step(self):
+            if os.environ.get("TRIAL_SETS_ENV"):
+                os.environ["SET_BY_THE_TRIAL"] = "1"
+            from lazypkg_learn import lazy  # at its first use, as torch imports _dynamo
+
+            time.sleep(0.1)  # the server's check of what it learns runs meanwhile
+            return {"imported_in": lazy.IMPORTED_IN, "pid": os.getpid(),
+                    "eager": eager.IMPORTED_IN, "done": True}
+
+
+    grid = tune.Tuner(
+        Lazy,
+        param_space={"x": tune.grid_search([1, 2, 3, 4, 5, 6])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=tune.RunConfig(storage_path=sys.argv[1], verbose=0),
+    ).fit()
+    assert not grid.errors
+    print(json.dumps({
+        "server": _forkserver.default_server().server_pid,
+        "results": [[r.metrics["imported_in"], r.metrics["pid"], r.metrics["eager"]]
+                    for r in grid],
+    }))
+    """
 )
+
+
+def _run_learning(tmp_path, lazy: str = _RECORDS_PID, **env: str) -> tuple[int, list]:
+    """Six trials one at a time, a new worker each, of a class whose module comes from
+    an installed package (preloaded) and which imports another module of that package
+    when it runs; each trial's (where that module was imported, its pid)."""
+    installed = tmp_path / "site-packages"
+    _package(installed, "lazypkg_learn", eager=_RECORDS_PID, lazy=lazy)
+    storage = tmp_path / "results"
+    out = subprocess.run(
+        [sys.executable, "-c", _LEARNING_DRIVER, str(storage)],
+        cwd=ROOT, env=dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{installed}", **env),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len({pid for _, pid, _ in seen["results"]}) == 6  # a new worker each
+    return seen["server"], [(where, pid) for where, pid, _ in seen["results"]]
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="preloading is for Linux")
 def test_what_a_trial_imports_at_its_first_use_is_imported_ahead_for_the_next_workers(
     tmp_path,
 ):
-    """One trial at a time, a new worker each: the first imports the submodule itself
-    (its package was preloaded); the fork server imports it after that trial, so the
-    later workers start with it (torch's ``torch._dynamo`` cost each worker seconds)."""
-    seen = _run_driver(tmp_path, _LAZY_DRIVER)
-    (first_in, first_pid), *later = seen["results"]
-    assert len({pid for _, pid in seen["results"]}) == 4
+    """The first trial imports the module itself; the fork server imports it after
+    that trial, once a throwaway child of its own showed the import starts no thread,
+    so the workers forked after start with it (torch's ``torch._dynamo`` cost each
+    worker seconds). Workers forked while that check runs import it themselves."""
+    server, seen = _run_learning(tmp_path)
+    (first_in, first_pid), *later = seen
     assert first_in == first_pid
-    assert [where for where, _ in later] == [seen["server"]] * 3
+    assert [where for where, _ in later[-3:]] == [server] * 3
 
 
 def test_FASTTUNE_PRELOAD_IMPORTS_0_learns_nothing_either(tmp_path):
-    seen = _run_driver(tmp_path, _LAZY_DRIVER, FASTTUNE_PRELOAD_IMPORTS="0")
-    assert all(where == pid for where, pid in seen["results"])
+    _, seen = _run_learning(tmp_path, FASTTUNE_PRELOAD_IMPORTS="0")
+    assert all(where == pid for where, pid in seen)
+
+
+def test_nothing_is_learned_from_a_trial_that_changes_the_environment(tmp_path):
+    """A module reading a variable on import would read the driver's in the server."""
+    _, seen = _run_learning(tmp_path, TRIAL_SETS_ENV="1")
+    assert all(where == pid for where, pid in seen)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="preloading is for Linux")
+def test_a_module_that_starts_a_thread_on_import_is_never_imported_in_the_fork_server(
+    tmp_path,
+):
+    """Its trial import in a throwaway child shows the thread: later workers would be
+    forked from a threaded server, so each imports it itself."""
+    starts_thread = (
+        "import threading, time\n"
+        "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    )
+    _, seen = _run_learning(tmp_path, starts_thread + _RECORDS_PID)
+    assert all(where == pid for where, pid in seen)
