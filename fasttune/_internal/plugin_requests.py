@@ -8,6 +8,7 @@ hook has returned (a hook never sees the run change under it).
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,6 +18,8 @@ from fasttune.experiment.trial import Trial
 if TYPE_CHECKING:
     from fasttune._internal.trial_lifecycle import TrialLifecycle
     from fasttune.storage.sync import ExperimentSync
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -118,13 +121,41 @@ def exploit_change(request: Exploit, sync: ExperimentSync | None = None) -> Any:
         if request.experiment_tag is not None:
             trial.set_experiment_tag(request.experiment_tag)
         trial.restore_path = None
-        if path is not None:
+        if path is None:
+            return
+        decided: str = os.fspath(path)
+        source: str | None = decided
+        if sync is None and not os.path.isdir(decided):
+            # The donor kept newer checkpoints since the decision (the trial pauses
+            # first) and its num_to_keep deleted this one: its newest one is taken,
+            # registered at its own iteration (the run used to fail here).
+            source = newest_checkpoint_beside(decided)
+            logger.info(
+                "Trial %s: the checkpoint %s it was to exploit was deleted meanwhile (the "
+                "donor's num_to_keep); it exploits %s instead.",
+                trial,
+                path,
+                source or "nothing (it restarts from scratch with the new config)",
+            )
+        if source is not None:
             # The donor's checkpoint becomes this trial's latest one: copied into its own
             # directory, so a retry or Tuner.restore resumes from it and the donor's
             # num_to_keep cannot delete it underneath.
-            trial.restore_path = adopt_checkpoint(trial, os.fspath(path), sync)
+            trial.restore_path = adopt_checkpoint(trial, source, sync)
 
     return change
+
+
+def newest_checkpoint_beside(path: str) -> str | None:
+    """The newest ``checkpoint_NNNNNN`` folder in the trial folder ``path`` was in."""
+    from fasttune.trainable.checkpoint_io import CHECKPOINT_DIR_PATTERN
+
+    folder = os.path.dirname(os.path.normpath(path))
+    try:
+        names = [n for n in os.listdir(folder) if CHECKPOINT_DIR_PATTERN.fullmatch(n)]
+    except OSError:
+        return None
+    return os.path.join(folder, max(names)) if names else None
 
 
 def adopt_checkpoint(trial: Trial, source: str, sync: ExperimentSync | None = None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from typing import Any
 
 import cloudpickle
@@ -24,6 +25,10 @@ PAYLOAD_FILES = "files"
 PAYLOAD_DICT = "dict"
 PAYLOAD_PATH = "path"
 PAYLOAD_NONE = "none"  # a function trainable saved before it reported any checkpoint
+
+
+# A checkpoint folder's name (checkpoint_dir_name), its index the group.
+CHECKPOINT_DIR_PATTERN = re.compile(r"checkpoint_(\d+)")
 
 
 def checkpoint_dir_name(index: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -191,6 +192,37 @@ def test_exploit_restarts_from_another_trials_checkpoint(run_config):
     assert [line["x"] for line in lines] == [2, 2, 2, 10]
     assert [line["n"] for line in lines] == [1, 2, 3, 7]
     assert exploited.metrics["experiment_tag"] == "exploited"
+
+
+class ExploitDeletedCheckpoint(FIFOScheduler):
+    """Exploits the donor's oldest checkpoint and deletes it at once: the donor's
+    num_to_keep does that when the donor saves newer ones before the trial pauses."""
+
+    _supports_buffered_results = False
+
+    def on_trial_result(self, tune_controller, trial, result):
+        if trial.config["x"] == 2 and result["n"] == 3:
+            donor = next(t for t in tune_controller.get_trials() if t.config["x"] == 1)
+            names = sorted(n for n in os.listdir(donor.local_path) if n.startswith("checkpoint_"))
+            oldest = os.path.join(donor.local_path, names[0])
+            checkpoint = tune.Checkpoint.from_directory(oldest)
+            shutil.rmtree(oldest)
+            tune_controller.exploit_trial(trial, checkpoint, {"x": 10}, "exploited")
+        return TrialScheduler.CONTINUE
+
+
+def test_an_exploit_whose_checkpoint_was_deleted_meanwhile_takes_the_donors_newest(run_config):
+    """It used to end the whole run with FileNotFoundError."""
+    grid = tune.Tuner(
+        Tracking,
+        param_space={"x": tune.grid_search([1, 2])},
+        tune_config=tune.TuneConfig(scheduler=ExploitDeletedCheckpoint(), max_concurrent_trials=1),
+        run_config=run_config(checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1)),
+    ).fit()
+    exploited = next(r for r in grid if r.config["x"] == 10)
+    lines = [json.loads(line) for line in open(os.path.join(exploited.path, "result.json"))]
+    assert [line["n"] for line in lines] == [1, 2, 3, 7]  # from the donor's newest (n == 6)
+    assert not grid.errors
 
 
 class DiesWhenExploited(Tracking):
