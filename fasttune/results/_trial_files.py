@@ -150,6 +150,37 @@ def read_last_results(
 
 _NOT_IN_TAIL = b"<not in the tail>"
 
+# How much of the start of each progress.csv is read for its header; a longer header
+# means the file is read whole.
+_HEAD_BYTES = 1 << 16
+
+
+def read_csv_headers(fs: FileSystem, trial_paths: Sequence[str]) -> dict[str, list[str]]:
+    """The columns of each trial directory's ``progress.csv``, by path (none for a trial
+    without one): every key its results reported, flattened with ``/`` (the writer
+    extends the header when a new key comes), the config left out. Only the start of
+    each file is read, all of them at once (concurrently from object stores)."""
+    csv_paths = {path: fs.join(path, R.EXPR_PROGRESS_FILE) for path in trial_paths}
+    heads = fs.read_heads(list(csv_paths.values()), _HEAD_BYTES)
+    out: dict[str, list[str]] = {}
+    for path, csv_path in csv_paths.items():
+        head = heads.get(csv_path)
+        if head is None:
+            continue
+        end = head.find(b"\n")
+        if end < 0:
+            if len(head) < _HEAD_BYTES:
+                continue  # a header cut by a crash: not one to go by
+            head = fs.read_bytes(csv_path)
+            end = head.find(b"\n")
+            if end < 0:
+                continue
+        try:
+            out[path] = next(csv.reader(io.StringIO(head[:end].decode("utf-8", "replace"))))
+        except (csv.Error, StopIteration):
+            continue
+    return out
+
 
 def _last_line(data: bytes, *, whole: bool) -> bytes | None:
     """The last whole line of ``data`` (the end of a file; the file itself if

@@ -426,33 +426,36 @@ class ExperimentAnalysis:
     def _dataframe(self, metric: str | None, mode: str | None) -> pd.DataFrame:
         """Rows as Ray Tune's, which picks each from the trial's whole data frame: a key
         some result reported is a column even where the chosen result lacks it (a
-        validation metric reported every few epochs), blank in that row."""
+        validation metric reported every few epochs), blank in that row. Those keys
+        come from each trial's ``progress.csv`` header (its start alone is read); for a
+        trial without one, from its statistics (numbers only) or, loaded from saved
+        state, from all its results."""
         configs = self.get_all_configs(prefix=True)
         rows = []
         reported: dict[str, None] = {}  # keys of every result, beyond the rows' own
         for start in range(0, len(self.trials), _ROWS_READ_TOGETHER):
             trials = self.trials[start : start + _ROWS_READ_TOGETHER]
+            paths = [t.local_path for t in trials if t.local_path]
+            headers = files.read_csv_headers(self._fs, paths)
             last_results: dict[str, dict[str, Any] | None] = {}
-            if metric is None or mode is None:
-                # Each row a last result: its line alone, for trials whose statistics
-                # name the keys of their other results (all but trials loaded from
-                # saved state, whose statistics come from these same files).
-                paths = [
-                    t.local_path
-                    for t in trials
-                    if t.trial_id not in self._histories and not t.stats_partial
-                ]
-                last_results = files.read_last_results(self._fs, [p for p in paths if p])
+            if metric is None or mode is None:  # each row a last result: its line alone
+                unread = [t.local_path for t in trials if t.trial_id not in self._histories]
+                last_results = files.read_last_results(self._fs, [p for p in unread if p])
             for trial in trials:
+                header = headers.get(trial.local_path or "")
                 chosen = last_results.get(trial.local_path or "")
-                if chosen is not None:
-                    reported.update(dict.fromkeys(trial.keys_with_stats()))
-                else:
+                results = None
+                if chosen is None:
                     results = self._results_of(trial)
                     if not results:
                         continue
                     chosen = best_row(results, metric, mode)
-                    reported.update(_keys_of(results))
+                if header is not None:
+                    reported.update(dict.fromkeys(header))
+                elif results is None and not trial.stats_partial:
+                    reported.update(dict.fromkeys(trial.keys_with_stats()))
+                else:
+                    reported.update(_keys_of(results or self._results_of(trial)))
                 row = flat_row(chosen)
                 row.update(configs[trial.trial_id])
                 row["logdir"] = trial.local_path

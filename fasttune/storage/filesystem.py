@@ -119,12 +119,21 @@ class FileSystem:
         """The last ``size`` bytes of each file among ``paths`` that exists (a shorter
         file whole: fewer than ``size`` bytes means the whole file), by path; missing
         ones left out."""
+        return self._read_ends(paths, size, tail=True)
+
+    def read_heads(self, paths: Sequence[str], size: int) -> dict[str, bytes]:
+        """The first ``size`` bytes of each file among ``paths`` that exists, as
+        :meth:`read_tails` reads their ends."""
+        return self._read_ends(paths, size, tail=False)
+
+    def _read_ends(self, paths: Sequence[str], size: int, *, tail: bool) -> dict[str, bytes]:
         out = {}
         for path in paths:
             try:
-                out[path] = self.read_bytes(path)[-size:]
+                data = self.read_bytes(path)
             except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 continue
+            out[path] = data[-size:] if tail else data[:size]
         return out
 
     def read_text(self, path: str) -> str:
@@ -170,7 +179,7 @@ class LocalFileSystem(FileSystem):
         with open(path, "rb") as f:
             return f.read()
 
-    def read_tails(self, paths: Sequence[str], size: int) -> dict[str, bytes]:
+    def _read_ends(self, paths: Sequence[str], size: int, *, tail: bool) -> dict[str, bytes]:
         out = {}
         for path in paths:
             try:
@@ -178,7 +187,7 @@ class LocalFileSystem(FileSystem):
             except (FileNotFoundError, NotADirectoryError):
                 continue
             try:
-                offset = max(0, os.fstat(fd).st_size - size)
+                offset = max(0, os.fstat(fd).st_size - size) if tail else 0
                 data = os.pread(fd, size, offset)
                 if offset and len(data) < size:  # cut short meanwhile: read it again
                     data = self.read_bytes(path)[-size:]

@@ -76,22 +76,25 @@ class FsspecFileSystem(FileSystem):
             out.update({wanted.get(strip(k), k): bytes(data) for k, data in found.items()})
         return out
 
-    def read_tails(self, paths: Sequence[str], size: int) -> dict[str, bytes]:
+    def _read_ends(self, paths: Sequence[str], size: int, *, tail: bool) -> dict[str, bytes]:
         # One ranged request per file, concurrent on async stores: a suffix range
-        # (``bytes=-size``) gives the whole object when it is shorter. A file whose
-        # range fails otherwise (an empty object's range is refused) is read whole.
+        # (``bytes=-size``) gives the whole object when it is shorter, as does a range
+        # past a short object's end. A file whose range fails otherwise (an empty
+        # object's range is refused) is read whole.
         if not paths:
             return {}
-        tails = self.fs.cat_ranges(list(paths), -size, None, on_error="return")
+        start, end = (-size, None) if tail else (0, size)
+        ends = self.fs.cat_ranges(list(paths), start, end, on_error="return")
         out = {}
-        for path, data in zip(paths, tails):
+        for path, data in zip(paths, ends):
             if isinstance(data, FileNotFoundError):
                 continue
             if isinstance(data, BaseException):
                 try:
-                    data = self.read_bytes(path)[-size:]
+                    whole = self.read_bytes(path)
                 except FileNotFoundError:
                     continue
+                data = whole[-size:] if tail else whole[:size]
             out[path] = bytes(data)
         return out
 

@@ -231,30 +231,50 @@ def _validated_every_other_epoch(config):
 
     for epoch in range(3):
         metrics = {"loss": 1.0 / (epoch + 1) + config["x"]}
+        if epoch == 0:
+            metrics.update(phase="warmup", warm=True)  # neither numbers nor in the last
         if epoch % 2 == 1:  # validation every other epoch: not in the last result
             metrics["val_loss"] = 0.5
             metrics["info"] = {"val_acc": 0.9}
         tune.report(metrics)
 
 
+@pytest.mark.parametrize("csv", [True, False], ids=["progress.csv", "result.json alone"])
 @pytest.mark.parametrize("loaded", [False, True], ids=["fit's grid", "loaded from disk"])
-def test_a_key_missing_from_the_last_result_is_a_column_of_the_data_frame(tmp_path, loaded):
+def test_a_key_missing_from_the_last_result_is_a_column_of_the_data_frame(
+    tmp_path, monkeypatch, loaded, csv
+):
     """As on Ray Tune, whose rows come from each trial's whole data frame: a metric
-    reported every other epoch is a column, blank in rows that lack it."""
+    reported every other epoch is a column, blank in rows that lack it. The keys come
+    from the header of progress.csv; without one, from the trial's statistics (numbers
+    only: "phase" and "warm" are then left out of a fit's grid) or its whole history."""
     import fasttune as tune
+    from fasttune.logger import JsonLoggerCallback
 
+    callbacks = []
+    if not csv:
+        monkeypatch.setenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+        callbacks = [JsonLoggerCallback()]
     grid = tune.Tuner(
         _validated_every_other_epoch,
         param_space={"x": tune.grid_search([0.0, 1.0])},
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0, callbacks=callbacks),
     ).fit()
+    if not csv and not loaded:
+        frame = grid.get_dataframe()
+        assert {"val_loss", "info/val_acc"} <= set(frame.columns)
+        assert frame["val_loss"].isna().all()
+        return
     analysis = ExperimentAnalysis(grid.experiment_path) if loaded else grid
-    for frame in (
-        analysis.get_dataframe() if not loaded else analysis.dataframe(),
+    last = analysis.get_dataframe() if not loaded else analysis.dataframe()
+    worst = (  # each trial's first result: the only one with "phase"
         analysis.get_dataframe(filter_metric="loss", filter_mode="max")
         if not loaded
-        else analysis.dataframe(metric="loss", mode="max"),
-    ):
+        else analysis.dataframe(metric="loss", mode="max")
+    )
+    for frame, blank in ((last, ("phase", "warm")), (worst, ())):
         assert len(frame) == 2
-        assert {"val_loss", "info/val_acc", "loss"} <= set(frame.columns)
-        assert frame["val_loss"].isna().all() and frame["info/val_acc"].isna().all()
+        assert {"val_loss", "info/val_acc", "loss", "phase", "warm"} <= set(frame.columns)
+        for key in ("val_loss", "info/val_acc", *blank):
+            assert frame[key].isna().all(), key
+    assert list(worst["phase"]) == ["warmup", "warmup"]

@@ -564,18 +564,21 @@ def _tail_files(fs: FileSystem, root: str) -> dict[str, bytes]:
     return contents
 
 
-def test_read_tails_gives_each_files_end_or_the_whole_shorter_file(backend):
-    fs, root = backend
+def _assert_ends_read(fs: FileSystem, root: str) -> None:
     contents = _tail_files(fs, root)
     paths = [fs.join(root, name) for name in (*contents, "missing")]
-    tails = fs.read_tails(paths, 1000)
-    assert tails == {fs.join(root, name): data[-1000:] for name, data in contents.items()}
+    assert fs.read_tails(paths, 1000) == {
+        fs.join(root, name): data[-1000:] for name, data in contents.items()
+    }
+    assert fs.read_heads(paths, 1000) == {
+        fs.join(root, name): data[:1000] for name, data in contents.items()
+    }
 
 
-def test_read_tails_from_s3_reads_only_the_ends(s3_server, s3_bucket):
-    """A suffix range per object on S3 (an empty object's is refused: read whole)."""
-    fs, root = get_fs_and_path(f"s3://{s3_bucket}/tails")
-    contents = _tail_files(fs, root)
-    paths = [fs.join(root, name) for name in (*contents, "missing")]
-    tails = fs.read_tails(paths, 1000)
-    assert tails == {fs.join(root, name): data[-1000:] for name, data in contents.items()}
+def test_read_tails_and_heads_give_each_files_ends_or_the_whole_shorter_file(backend):
+    _assert_ends_read(*backend)
+
+
+def test_read_tails_and_heads_from_s3_read_only_the_ends(s3_server, s3_bucket):
+    """A range per object on S3 (an empty object's is refused: read whole)."""
+    _assert_ends_read(*get_fs_and_path(f"s3://{s3_bucket}/tails"))
