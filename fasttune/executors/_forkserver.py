@@ -395,6 +395,8 @@ def _probe(modules: tuple[str, ...], closables: tuple[Any, ...], fds: tuple[int,
         return pid
     code = 1
     try:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for closable in closables:
             closable.close()
         for fd in fds:
