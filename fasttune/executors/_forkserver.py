@@ -165,11 +165,18 @@ class ForkServer:
         with self._lock:
             self._ensure_started().sendall(_HEADER.pack(len(payload)) + payload)
 
-    def learn(self, modules: tuple[str, ...]) -> None:
+    def learn(
+        self,
+        modules: tuple[str, ...],
+        environ_changes: tuple[tuple[str, str | None], ...] = (),
+    ) -> None:
         """Have the server import ``modules`` for later children, unless importing them
         in a throwaway child of its own starts a thread or a process there (a server
-        with threads forks children that may deadlock). Failures are ignored."""
-        payload = pickle.dumps(("learn", tuple(modules), list(sys.path)), protocol=5)
+        with threads forks children that may deadlock) or does not make
+        ``environ_changes`` (the worker's trial made them: a module may read them on
+        import). Failures are ignored."""
+        message = ("learn", tuple(modules), list(sys.path), tuple(environ_changes))
+        payload = pickle.dumps(message, protocol=5)
         with self._lock:
             self._ensure_started().sendall(_HEADER.pack(len(payload)) + payload)
 
@@ -319,7 +326,9 @@ def serve(fd: int, preload: tuple[str, ...], warm_up: str | None = None) -> None
                 continue
             if message[0] == "learn":
                 sys.path[:] = message[2]
-                probe = _probe(message[1], (selector, sock), (wake_r, wake_w, *statuses.values()))
+                probe = _probe(
+                    message[1], message[3], (selector, sock), (wake_r, wake_w, *statuses.values())
+                )
                 if probe:
                     probes[probe] = message[1]
                 continue
@@ -384,9 +393,15 @@ def _reap(statuses: dict[int, int], probes: dict[int, tuple[str, ...]]) -> None:
         os.close(status_w)
 
 
-def _probe(modules: tuple[str, ...], closables: tuple[Any, ...], fds: tuple[int, ...]) -> int:
+def _probe(
+    modules: tuple[str, ...],
+    environ_changes: tuple[tuple[str, str | None], ...],
+    closables: tuple[Any, ...],
+    fds: tuple[int, ...],
+) -> int:
     """Fork a child that imports ``modules`` and exits 0 if that started no thread and
-    no process in it (1 otherwise); its pid, or 0 if it could not be forked."""
+    no process in it and made ``environ_changes`` (1 otherwise); its pid, or 0 if it
+    could not be forked."""
     try:
         pid = os.fork()
     except OSError:
@@ -404,7 +419,8 @@ def _probe(modules: tuple[str, ...], closables: tuple[Any, ...], fds: tuple[int,
         _import_quietly(modules, freeze=False)
         tasks = os.listdir("/proc/self/task")
         children = "".join(_read_text(f"/proc/self/task/{task}/children") for task in tasks).strip()
-        code = 0 if len(tasks) == 1 and not children else 1
+        made = all(os.environ.get(name) == value for name, value in environ_changes)
+        code = 0 if len(tasks) == 1 and not children and made else 1
     finally:
         os._exit(code)
 

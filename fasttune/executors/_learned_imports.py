@@ -16,10 +16,11 @@ worker starts with:
 - only submodules of packages the worker was forked with; the executor keeps those of
   the packages the automatic preloading chose (``LocalExecutor.preload_modules(...,
   learn=True)``), which passed its checks (Linux, no GPU, not turned off);
-- nothing from a trial that changed ``os.environ``: a module reading a variable on
-  import would read the driver's in the server;
 - nothing the fork server's trial import in a throwaway child shows to start a thread
-  or a process (``_forkserver``): later workers would be forked from a threaded server.
+  or a process (``_forkserver``): later workers would be forked from a threaded server;
+- nothing from a trial whose changes to ``os.environ`` that import does not make
+  itself (torch sets ``TORCHINDUCTOR_CACHE_DIR``): the trial may have set a variable a
+  module reads on import, which the server would not see.
 """
 
 from __future__ import annotations
@@ -66,3 +67,14 @@ def _installed(module: object) -> bool:
         and isinstance(origin, str)
         and any(part in origin for part in _INSTALLED)
     )
+
+
+def environ_changes(before: dict[str, str]) -> tuple[tuple[str, str | None], ...]:
+    """The variables of ``os.environ`` that differ from ``before``: (name, new value),
+    None for one removed."""
+    now = os.environ
+    changed: list[tuple[str, str | None]] = [
+        (name, value) for name, value in now.items() if before.get(name) != value
+    ]
+    changed += [(name, None) for name in before if name not in now]
+    return tuple(sorted(changed, key=lambda change: change[0]))

@@ -176,10 +176,13 @@ class TrialStopped(Event):
             that its worker started right after it, with its resources; None if none.
         imported: Set by a local worker that retires after the trial: the submodules
             of preloaded packages it imported meanwhile (``_learned_imports``).
+        environ_changes: With ``imported``: the variables of ``os.environ`` that
+            changed during the trial (name, new value or None if removed).
     """
 
     successor: str | None = None
     imported: tuple[str, ...] = ()
+    environ_changes: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)

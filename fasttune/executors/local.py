@@ -307,7 +307,7 @@ class LocalExecutor(Executor):
                 return
             self._drop_queued(worker, events)  # failed: it retires without starting it
             if isinstance(event, TrialStopped) and event.imported:
-                self._learn_imports(event.imported)
+                self._learn_imports(event.imported, event.environ_changes)
             if isinstance(event, TrialStopped) and launch.reuse:
                 worker.idle_key = launch.trainable_key
                 self._idle.append(worker)
@@ -315,9 +315,12 @@ class LocalExecutor(Executor):
                 worker.retiring = True  # the worker exits by itself
         events.append(event)
 
-    def _learn_imports(self, imported: tuple[str, ...]) -> None:
+    def _learn_imports(
+        self, imported: tuple[str, ...], environ_changes: tuple[tuple[str, str | None], ...]
+    ) -> None:
         """Have the fork server import what a retiring worker imported under the
-        packages preloading chose (once each, after its check in a throwaway child)."""
+        packages preloading chose (once each, after its check in a throwaway child,
+        which must make the trial's changes to the environment by itself)."""
         learns_from = self._learns_from
         new = [
             name
@@ -326,7 +329,7 @@ class LocalExecutor(Executor):
         ]
         if new:
             self._learned.update(new)
-            self._server.learn(tuple(new))
+            self._server.learn(tuple(new), environ_changes)
 
     def _on_exit(self, worker: Worker, events: list[Event]) -> None:
         self._selector.unregister(worker.child.sentinel)

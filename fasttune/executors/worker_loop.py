@@ -23,7 +23,7 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune.executors._claims import claim
-from fasttune.executors._learned_imports import imported_since
+from fasttune.executors._learned_imports import environ_changes, imported_since
 from fasttune.executors._trial_hosting import (
     fetch_checkpoint,
     logger_creator,
@@ -455,14 +455,16 @@ class WorkerLoop:
         successor = None if self.retired else self._claim_next()
         if successor is None:
             imported: tuple[str, ...] = ()
+            changes: tuple[tuple[str, str | None], ...] = ()
             if (
                 self.retired
                 and self._modules_at_start is not None
+                and self._environ is not None
                 and launch.report_imports
-                and self._environ == os.environ
             ):
                 imported = imported_since(self._modules_at_start)
-            self._send(TrialStopped(launch.trial_id, imported=imported))
+                changes = environ_changes(self._environ) if imported else ()
+            self._send(TrialStopped(launch.trial_id, imported=imported, environ_changes=changes))
             if self.retired:
                 self._give_back_queued()
             return

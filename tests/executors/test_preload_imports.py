@@ -280,3 +280,12 @@ def test_a_module_that_starts_a_thread_on_import_is_never_imported_in_the_fork_s
     )
     _, seen = _run_learning(tmp_path, starts_thread + _RECORDS_PID)
     assert all(where == pid for where, pid in seen)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="preloading is for Linux")
+def test_a_module_that_sets_a_variable_on_import_is_still_learned(tmp_path):
+    """torch sets TORCHINDUCTOR_CACHE_DIR when torch._dynamo is imported: the trial's
+    environment changed, but the server's check makes the same change by importing."""
+    sets_variable = 'import os\nos.environ.setdefault("LEARNED_CACHE_DIR", "/tmp/learned")\n'
+    server, seen = _run_learning(tmp_path, sets_variable + _RECORDS_PID)
+    assert [where for where, _ in seen[-3:]] == [server] * 3
