@@ -144,5 +144,5 @@ def _result_files(spec: RunSpec, trial: Trial) -> TrialFilesSpec | None:
         experiment_tag=trial.experiment_tag,
         hparams=trial.evaluated_params or None,
         resume_point=trial.resume_point,
-        required_metrics=spec.required_metrics(),
+        required_metrics=spec.required_metrics,
     )

@@ -31,7 +31,7 @@ class ResultPipeline:
     def __init__(self, spec: RunSpec, view: Any):
         self.spec = spec
         self.view = view
-        self.required_metrics = spec.required_metrics()
+        self.required_metrics = spec.required_metrics
         # Plugins that ignore intermediate results (FIFO, the default search) are not
         # called, and then no copy of the result is made for them.
         self._scheduler_listens = not is_noop_hook(spec.scheduler, "on_trial_result")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ class RunSpec:
     # (controller._queue_successors).
     queue_depth: int = 0
 
+    @functools.cached_property  # once per run: the launch of every trial reads it
     def required_metrics(self) -> tuple[str, ...]:
         """The keys every result must carry, as Ray Tune checks them: the metric of the
         TuneConfig, of the scheduler and of the search algorithm (one or a list, as a

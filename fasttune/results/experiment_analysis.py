@@ -139,14 +139,17 @@ class ExperimentAnalysis:
         """All results of ``trial`` from its files (its last result if it has none)."""
         history = self._histories.get(trial.trial_id)
         if history is None:
-            results: list[dict[str, Any]] = []
-            source = None
-            if trial.local_path:
-                results, source = files.read_results(self._fs, trial.local_path)
-            if source is None and trial.last_result:
-                results, source = [dict(trial.last_result)], files.SOURCE_JSON
-            history = self._histories[trial.trial_id] = (results, source)
+            history = self._histories[trial.trial_id] = self._read_history(trial)
         return history
+
+    def _read_history(self, trial: Trial) -> _scan.History:
+        results: list[dict[str, Any]] = []
+        source = None
+        if trial.local_path:
+            results, source = files.read_results(self._fs, trial.local_path)
+        if source is None and trial.last_result:
+            results, source = [dict(trial.last_result)], files.SOURCE_JSON
+        return results, source
 
     def _flat_results(self, trial: Trial) -> list[dict[str, Any]]:
         """Every result of ``trial`` from its files, flattened with ``/`` (no config)."""
@@ -469,16 +472,8 @@ class ExperimentAnalysis:
     def _results_of(self, trial: Trial) -> list[dict[str, Any]]:
         """All results of ``trial``, as :meth:`_history` but not kept (a data frame of
         many trials would hold every result of each)."""
-        history = self._histories.get(trial.trial_id)
-        if history is not None:
-            return history[0]
-        results: list[dict[str, Any]] = []
-        source = None
-        if trial.local_path:
-            results, source = files.read_results(self._fs, trial.local_path)
-        if source is None and trial.last_result:
-            results = [dict(trial.last_result)]
-        return results
+        history = self._histories.get(trial.trial_id) or self._read_history(trial)
+        return history[0]
 
     def __repr__(self) -> str:
         return (
