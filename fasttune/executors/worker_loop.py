@@ -372,7 +372,8 @@ class WorkerLoop:
         reused = False
         try:
             self._enter_trial_environment(launch)
-            # What the trial's own code finds: a trial that changes it is not learned from.
+            # What the trial's own code finds: its changes go with what it imported (the
+            # server learns an import only if importing makes them by itself).
             self._environ = dict(os.environ) if launch.report_imports else None
             creator = logger_creator(launch.trial_dir)
             if not (
@@ -456,12 +457,7 @@ class WorkerLoop:
         if successor is None:
             imported: tuple[str, ...] = ()
             changes: tuple[tuple[str, str | None], ...] = ()
-            if (
-                self.retired
-                and self._modules_at_start is not None
-                and self._environ is not None
-                and launch.report_imports
-            ):
+            if self.retired and self._modules_at_start is not None and self._environ is not None:
                 imported = imported_since(self._modules_at_start)
                 changes = environ_changes(self._environ) if imported else ()
             self._send(TrialStopped(launch.trial_id, imported=imported, environ_changes=changes))
