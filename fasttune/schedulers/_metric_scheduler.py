@@ -118,7 +118,8 @@ class MetricModeScheduler(FIFOScheduler):
         self, trial: Trial, result: Mapping[str, Any], strict: bool = True
     ) -> tuple[float, float] | None:
         """(time, metric) from ``result``; None for a result without the default metric
-        (or, unless ``strict``, without either key).
+        (or, unless ``strict`` and ``TUNE_DISABLE_STRICT_METRIC_CHECKING`` is not 1,
+        without either key).
 
         Raises:
             ValueError: The result lacks the time attribute or the metric (the message
