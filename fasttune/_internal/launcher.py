@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from fasttune import result as R
@@ -13,10 +12,8 @@ from fasttune.executors.flow_control import UNDECIDED
 from fasttune.experiment.trial import ResumePoint, Trial
 from fasttune.logger.trial_result_files import TrialFilesSpec
 from fasttune.storage.filesystem import ensure_dir
-from fasttune.trainable.checkpoint_io import read_state
+from fasttune.trainable.checkpoint_io import CHECKPOINT_DIR_PATTERN, read_state
 from fasttune.trainable.trial_info import STDERR_FILE, STDOUT_FILE, TRIAL_INFO, TrialInfo
-
-_CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 
 def next_checkpoint_index(trial: Trial) -> int:
@@ -29,7 +26,7 @@ def next_checkpoint_index(trial: Trial) -> int:
     manager = trial.checkpoint_manager
     if manager is not None:
         for tracked in manager.to_json()["checkpoints"]:
-            match = _CHECKPOINT_DIR.match(tracked["dir_name"])
+            match = CHECKPOINT_DIR_PATTERN.fullmatch(tracked["dir_name"])
             if match:
                 indices.append(int(match.group(1)))
     trial_dir = trial.local_path
@@ -38,7 +35,7 @@ def next_checkpoint_index(trial: Trial) -> int:
     except (FileNotFoundError, NotADirectoryError):
         names = []  # a new trial: its worker makes the directory
     for name in names:
-        match = _CHECKPOINT_DIR.match(name)
+        match = CHECKPOINT_DIR_PATTERN.fullmatch(name)
         if match:
             indices.append(int(match.group(1)))
     return max(indices) + 1

@@ -152,10 +152,11 @@ def newest_checkpoint_beside(path: str) -> str | None:
 
     folder = os.path.dirname(os.path.normpath(path))
     try:
-        names = [n for n in os.listdir(folder) if CHECKPOINT_DIR_PATTERN.fullmatch(n)]
+        names = os.listdir(folder)
     except OSError:
         return None
-    return os.path.join(folder, max(names)) if names else None
+    found = [(int(m.group(1)), n) for n in names if (m := CHECKPOINT_DIR_PATTERN.fullmatch(n))]
+    return os.path.join(folder, max(found)[1]) if found else None
 
 
 def adopt_checkpoint(trial: Trial, source: str, sync: ExperimentSync | None = None) -> str:

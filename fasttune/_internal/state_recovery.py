@@ -19,7 +19,6 @@ from fasttune import result as R
 from fasttune.experiment.trial import MAX_DIRNAME_LENGTH
 
 _TRIAL_ID = re.compile(r"(?:^|_)([0-9a-f]{5}_(\d{5}))(?:_|$)")
-_CHECKPOINT_DIR = re.compile(r"^checkpoint_(\d+)$")
 
 
 def records_from_folders(experiment_path: str, known: set[str]) -> list[dict[str, Any]]:
@@ -140,7 +139,9 @@ def _results(path: str) -> list[dict[str, Any]]:
 
 
 def _checkpoint_dirs(trial_dir: str) -> list[str]:
-    return [name for name in os.listdir(trial_dir) if _CHECKPOINT_DIR.match(name)]
+    from fasttune.trainable.checkpoint_io import CHECKPOINT_DIR_PATTERN
+
+    return [name for name in os.listdir(trial_dir) if CHECKPOINT_DIR_PATTERN.fullmatch(name)]
 
 
 def _checkpoint_iteration(trial_dir: str, name: str) -> int | None:

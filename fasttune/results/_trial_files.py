@@ -23,7 +23,6 @@ from fasttune.storage.filesystem import FileSystem
 logger = logging.getLogger(__name__)
 
 STATE_FILE = ".trainable_state.pkl"  # written beside every checkpoint by the Trainable
-_CHECKPOINT_DIR = re.compile(r"checkpoint_(\d+)")
 _INT = re.compile(r"[-+]?\d+")
 _MISSING = object()
 
@@ -369,6 +368,8 @@ def read_error(
 # ---------------------------------------------------------------------------- checkpoints
 def checkpoint_dir_names(fs: FileSystem, trial_path: str) -> list[str]:
     """``checkpoint_NNNNNN`` subdirectories, by index; staging and hidden dirs ignored."""
+    from fasttune.trainable.checkpoint_io import CHECKPOINT_DIR_PATTERN
+
     try:
         names = fs.listdir(trial_path)
     except FileNotFoundError:
@@ -376,7 +377,7 @@ def checkpoint_dir_names(fs: FileSystem, trial_path: str) -> list[str]:
     found = [
         (int(match.group(1)), name)
         for name in names
-        if (match := _CHECKPOINT_DIR.fullmatch(name)) and fs.isdir(fs.join(trial_path, name))
+        if (match := CHECKPOINT_DIR_PATTERN.fullmatch(name)) and fs.isdir(fs.join(trial_path, name))
     ]
     return [name for _, name in sorted(found)]
 
