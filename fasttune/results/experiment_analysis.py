@@ -438,12 +438,13 @@ class ExperimentAnalysis:
         reported: dict[str, None] = {}  # keys of every result, beyond the rows' own
         for start in range(0, len(self.trials), _ROWS_READ_TOGETHER):
             trials = self.trials[start : start + _ROWS_READ_TOGETHER]
-            paths = [t.local_path for t in trials if t.local_path]
-            headers = files.read_csv_headers(self._fs, paths)
             last_results: dict[str, dict[str, Any] | None] = {}
+            headers: dict[str, list[str]] = {}
             if metric is None or mode is None:  # each row a last result: its line alone
                 unread = [t.local_path for t in trials if t.trial_id not in self._histories]
                 last_results = files.read_last_results(self._fs, [p for p in unread if p])
+                # Its other keys from its header (a trial read whole below has them all).
+                headers = files.read_csv_headers(self._fs, [p for p in unread if p])
             for trial in trials:
                 header = headers.get(trial.local_path or "")
                 chosen = last_results.get(trial.local_path or "")
@@ -494,5 +495,5 @@ def _keys_of(results: list[dict[str, Any]]) -> dict[str, None]:
         if shape in shapes and not any(isinstance(v, dict) for v in result.values()):
             continue
         shapes.add(shape)
-        keys.update(dict.fromkeys(flat_row({k: v for k, v in result.items() if k != R.CONFIG})))
+        keys.update(dict.fromkeys(flatten_result(result, (R.CONFIG,))))
     return keys
