@@ -161,9 +161,7 @@ class ForkServer:
 
     def preload(self, modules: tuple[str, ...]) -> None:
         """Have the server import ``modules`` (failures are ignored) for later children."""
-        payload = pickle.dumps(("import", tuple(modules), list(sys.path)), protocol=5)
-        with self._lock:
-            self._ensure_started().sendall(_HEADER.pack(len(payload)) + payload)
+        self._request(("import", tuple(modules), list(sys.path)))
 
     def learn(
         self,
@@ -175,7 +173,10 @@ class ForkServer:
         with threads forks children that may deadlock) or does not make
         ``environ_changes`` (the worker's trial made them: a module may read them on
         import). Failures are ignored."""
-        message = ("learn", tuple(modules), list(sys.path), tuple(environ_changes))
+        self._request(("learn", tuple(modules), list(sys.path), tuple(environ_changes)))
+
+    def _request(self, message: tuple[Any, ...]) -> None:
+        """Send the server a request it answers with nothing."""
         payload = pickle.dumps(message, protocol=5)
         with self._lock:
             self._ensure_started().sendall(_HEADER.pack(len(payload)) + payload)
@@ -327,7 +328,7 @@ def serve(fd: int, preload: tuple[str, ...], warm_up: str | None = None) -> None
             if message[0] == "learn":
                 sys.path[:] = message[2]
                 probe = _probe(
-                    message[1], message[3], (selector, sock), (wake_r, wake_w, *statuses.values())
+                    message[1], message[3], selector, sock, (wake_r, wake_w, *statuses.values())
                 )
                 if probe:
                     probes[probe] = message[1]
@@ -342,10 +343,7 @@ def serve(fd: int, preload: tuple[str, ...], warm_up: str | None = None) -> None
                 sock.sendall(_PID.pack(-1))
                 continue
             if pid == 0:
-                selector.close()
-                sock.close()
-                for other in (wake_r, wake_w, status_w, *statuses.values()):
-                    os.close(other)
+                _leave_server(selector, sock, (wake_r, wake_w, status_w, *statuses.values()))
                 _run_child(conn_fd, target, path, cwd, environ)
             os.close(conn_fd)
             statuses[pid] = status_w
@@ -393,10 +391,22 @@ def _reap(statuses: dict[int, int], probes: dict[int, tuple[str, ...]]) -> None:
         os.close(status_w)
 
 
+def _leave_server(selector: Any, sock: socket.socket, fds: tuple[int, ...]) -> None:
+    """In a child just forked: drop the server's signal wake-up and SIGCHLD handler, its
+    selector, socket and the descriptors ``fds``."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    selector.close()
+    sock.close()
+    for fd in fds:
+        os.close(fd)
+
+
 def _probe(
     modules: tuple[str, ...],
     environ_changes: tuple[tuple[str, str | None], ...],
-    closables: tuple[Any, ...],
+    selector: Any,
+    sock: socket.socket,
     fds: tuple[int, ...],
 ) -> int:
     """Fork a child that imports ``modules`` and exits 0 if that started no thread and
@@ -410,12 +420,7 @@ def _probe(
         return pid
     code = 1
     try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for closable in closables:
-            closable.close()
-        for fd in fds:
-            os.close(fd)
+        _leave_server(selector, sock, fds)
         _import_quietly(modules, freeze=False)
         tasks = os.listdir("/proc/self/task")
         children = "".join(_read_text(f"/proc/self/task/{task}/children") for task in tasks).strip()
@@ -439,8 +444,6 @@ def _run_child(
     """Body of a forked child: never returns."""
     code = 1
     try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         sys.path[:] = path
         with contextlib.suppress(OSError):
             os.chdir(cwd)
