@@ -380,12 +380,21 @@ class TuneController:
             and not self.view.requests
             and not self._stop_all
         )
-        if acked:
+        callbacks_decide = self.spec.callbacks_decide
+        if acked and not callbacks_decide:
             self.spec.executor.grant(trial.trial_id, ack)
+        asked = result.get(R.SHOULD_CHECKPOINT)
         self._callback("on_trial_result", trial, result=result)
         checkpoint_dir = result.get(R.CHECKPOINT_DIR_NAME)
         if checkpoint_dir:
             self._register_checkpoint(trial, checkpoint_dir)
+        elif not asked and result.get(R.SHOULD_CHECKPOINT) and decision != PAUSE:
+            # A callback asked for a checkpoint (Ray lets one set should_checkpoint in
+            # the result it is given; a pause saves anyway). The grant follows: a trial
+            # waiting for it saves right after this iteration.
+            self.save_trial(trial)
+        if acked and callbacks_decide:
+            self.spec.executor.grant(trial.trial_id, ack)
         # Periodic and requested (should_checkpoint) saves are made by the worker right
         # after their iteration; TrialSaved reports them.
         return decision, acked

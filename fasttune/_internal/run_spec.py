@@ -69,6 +69,10 @@ class RunSpec:
     # With result_files: nothing on the driver looks at every result, so workers send
     # only the last of each batch (with the others' statistics).
     last_result_only: bool = False
+    # A callback of the user's reads every result and may ask for a checkpoint in it
+    # (Ray's should_checkpoint, set in the result it is given): trials wait for the
+    # callbacks as for a decision (the scheduler's flow; grants after the callbacks).
+    callbacks_decide: bool = False
     # Trials start in FIFO order on reused workers of an executor that can queue trials
     # behind a running one, this many (0: none): short trials are queued
     # (controller._queue_successors).

@@ -259,6 +259,10 @@ def build_run_spec(
         and is_noop_hook(search_alg, "on_trial_result")
         and not callback_list.listeners("on_trial_result")
     )
+    callbacks_decide = any(
+        not type(cb).__module__.startswith("fasttune.")
+        for cb in callback_list.listeners("on_trial_result")
+    )
 
     factory = TrialFactory(
         trainable_name,
@@ -298,7 +302,7 @@ def build_run_spec(
         log_to_file=_log_files(run_config.log_to_file),
         sync_artifacts=bool(run_config.sync_config and run_config.sync_config.sync_artifacts),
         chdir=_chdir_enabled(),
-        flow=_flow(executor, scheduler, stopper, criterion, result_files),
+        flow=_flow(executor, scheduler, stopper, criterion, result_files, callbacks_decide),
         max_pending_trials=_max_pending_trials(search_alg, resource_manager),
         queue_depth=getattr(executor, "queue_depth", 0)
         if reuse and _starts_in_fifo_order(scheduler)
@@ -309,19 +313,29 @@ def build_run_spec(
         storage=storage,
         result_files=result_files,
         last_result_only=last_result_only,
+        callbacks_decide=callbacks_decide,
     )
 
 
 def _flow(
-    executor: Any, scheduler: Any, stopper: Any, criterion: dict[str, Any], result_files: Any
+    executor: Any,
+    scheduler: Any,
+    stopper: Any,
+    criterion: dict[str, Any],
+    result_files: Any,
+    callbacks_decide: bool = False,
 ) -> flow_control.FlowControl:
     """:data:`~flow_control.UNDECIDED` when no decision can come on a result: where the
     workers write the result files, and on an executor whose workers cannot (a Ray
     cluster: there a wait for each decision costs a round trip between machines);
-    else what the scheduler tolerates."""
-    if result_files or (
-        not getattr(executor, "writes_result_files", False)
-        and _no_decision_on_results(scheduler, stopper, criterion)
+    else what the scheduler tolerates. A callback of the user's that reads results
+    may ask for a checkpoint in one (``callbacks_decide``): never undecided then."""
+    if not callbacks_decide and (
+        result_files
+        or (
+            not getattr(executor, "writes_result_files", False)
+            and _no_decision_on_results(scheduler, stopper, criterion)
+        )
     ):
         return flow_control.UNDECIDED
     return flow_control.for_scheduler(scheduler)

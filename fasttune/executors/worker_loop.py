@@ -239,12 +239,13 @@ class WorkerLoop:
                     result[R.DONE] = True  # as the controller marks it
                     self._finished = True  # the controller stops it; never run past this
                     break
-                if result.get(R.SHOULD_CHECKPOINT) or (
-                    frequency and result.get(R.TRAINING_ITERATION, 0) % frequency == 0
+                checkpoint_name = result.get(R.CHECKPOINT_DIR_NAME)
+                if not checkpoint_name and (
+                    result.get(R.SHOULD_CHECKPOINT)
+                    or (frequency and result.get(R.TRAINING_ITERATION, 0) % frequency == 0)
                 ):
                     save_now = True
                     break
-                checkpoint_name = result.get(R.CHECKPOINT_DIR_NAME)
                 if checkpoint_name:
                     if launch.storage is not None:
                         try:  # in storage before the result that names it is sent

@@ -22,12 +22,11 @@ def staged_dir(final: str, parent: str) -> Iterator[str]:
     An existing ``final`` is replaced; if the block raises, the staging directory
     is removed instead, so no half-written checkpoint appears under ``final``.
     """
-    # Imported here: the fork server imports them once it serves, so its first workers
-    # start sooner (and those that checkpoint import them at their first checkpoint).
+    # Imported here: the fork server imports it once it serves, so its first workers
+    # start sooner (and those that checkpoint import it at their first checkpoint).
     import shutil
-    import tempfile
 
-    staging = tempfile.mkdtemp(prefix=".checkpoint_tmp_", dir=parent)
+    staging = _new_dir(parent, ".checkpoint_tmp_")
     try:
         yield staging
         if os.path.exists(final):
@@ -38,23 +37,37 @@ def staged_dir(final: str, parent: str) -> Iterator[str]:
         raise
 
 
+def _new_dir(parent: str, prefix: str) -> str:
+    """A new directory with a unique name in ``parent``, made as ``mkdir`` makes one:
+    with the permissions the umask leaves (``tempfile.mkdtemp`` gives 0700, and the
+    checkpoint folder keeps the staging folder's, which others sharing the results,
+    as Ray's 0755 folders allow, could not read)."""
+    while True:
+        path = os.path.join(parent, prefix + os.urandom(6).hex())
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            continue
+        return path
+
+
 def save_dir(
-    write: Callable[[str], None], checkpoint_dir: str | None, logdir: str, iteration: int
+    write: Callable[[str], None], checkpoint_dir: str | None, logdir: str, index: int
 ) -> str:
     """Run ``write(directory)`` for a checkpoint and return the checkpoint's directory.
 
     Args:
         write: Fills a directory with the checkpoint.
         checkpoint_dir: Where to write (created if missing); None writes atomically
-            to ``<logdir>/checkpoint_<iteration>`` through :func:`staged_dir`.
+            to ``<logdir>/checkpoint_<index>`` through :func:`staged_dir`.
         logdir: The trainable's directory.
-        iteration: Number of the default checkpoint directory.
+        index: Number of the default checkpoint directory.
     """
     if checkpoint_dir is not None:
         os.makedirs(checkpoint_dir, exist_ok=True)
         write(checkpoint_dir)
         return os.path.abspath(checkpoint_dir)
-    final = os.path.join(logdir, checkpoint_dir_name(iteration))
+    final = os.path.join(logdir, checkpoint_dir_name(index))
     with staged_dir(final, logdir) as staging:
         write(staging)
     return final

@@ -45,8 +45,6 @@ class FunctionTrainable(Trainable):
         self._stopping = False
         self._finished = False
         self._step_start = time.time()
-        info = self._trial_info
-        self._checkpoint_index = info.checkpoint_index if info is not None else 0
         self._restored_copies: list[str] = []
 
     def _make_session(self) -> TrialSession:
@@ -54,7 +52,7 @@ class FunctionTrainable(Trainable):
 
     def step(self) -> dict[str, Any]:
         if self._finished:
-            return {**(self._last_result or {}), R.DONE: True, R.RESULT_DUPLICATE: True}
+            return self._duplicate_of_last()
         self._step_start = time.time()
         glet = self._glet
         if glet is None:
@@ -66,12 +64,25 @@ class FunctionTrainable(Trainable):
         if message is _FINISHED:
             self._finished = True
             self._glet = None
-            return {**(self._last_result or {}), R.DONE: True, R.RESULT_DUPLICATE: True}
+            return self._duplicate_of_last()
         metrics, checkpoint = message
         result = dict(metrics)
         if checkpoint is not None:
+            # As Ray: a result that carries a checkpoint says so (the runner takes the
+            # checkpoint from checkpoint_dir_name; nothing is saved again).
+            result[R.SHOULD_CHECKPOINT] = True
             result[R.CHECKPOINT_DIR_NAME] = os.path.basename(checkpoint.path)
         return result
+
+    def _duplicate_of_last(self) -> dict[str, Any]:
+        """The result that ends a finished function: its last one again, marked as a
+        duplicate (never logged), which asks for no checkpoint."""
+        return {
+            **(self._last_result or {}),
+            R.DONE: True,
+            R.RESULT_DUPLICATE: True,
+            R.SHOULD_CHECKPOINT: False,
+        }
 
     def _run_function(self) -> object:
         output = self._train_func(self._fn_config)
@@ -122,8 +133,10 @@ class FunctionTrainable(Trainable):
         import shutil  # here: the fork server imports it after it is ready
 
         with staged_dir(final, self._logdir) as staging:
+            mode = os.stat(staging).st_mode
             with checkpoint.as_directory() as source:
                 shutil.copytree(source, staging, dirs_exist_ok=True)
+            os.chmod(staging, mode)  # not the source's (a TemporaryDirectory's is 0700)
             state = self.get_state()
             state.update(
                 iteration=self._iteration + 1,
@@ -176,8 +189,6 @@ class FunctionTrainable(Trainable):
         self._end_function()
         self._fn_config = new_config
         self._finished = False
-        info = self._trial_info
-        self._checkpoint_index = info.checkpoint_index if info is not None else 0
         return True
 
     # ------------------------------------------------------------------ checkpoints
