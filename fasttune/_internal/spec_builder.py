@@ -328,16 +328,13 @@ def _flow(
     """:data:`~flow_control.UNDECIDED` when no decision can come on a result: where the
     workers write the result files, and on an executor whose workers cannot (a Ray
     cluster: there a wait for each decision costs a round trip between machines);
-    else what the scheduler tolerates. A callback of the user's that reads results
-    may ask for a checkpoint in one (``callbacks_decide``): never undecided then."""
-    if not callbacks_decide and (
-        result_files
-        or (
-            not getattr(executor, "writes_result_files", False)
-            and _no_decision_on_results(scheduler, stopper, criterion)
-        )
+    there, :data:`~flow_control.CALLBACKS_ONLY` when a callback of the user's reads
+    results (it may ask for a checkpoint in one); else what the scheduler tolerates."""
+    if result_files or (
+        not getattr(executor, "writes_result_files", False)
+        and _no_decision_on_results(scheduler, stopper, criterion)
     ):
-        return flow_control.UNDECIDED
+        return flow_control.CALLBACKS_ONLY if callbacks_decide else flow_control.UNDECIDED
     return flow_control.for_scheduler(scheduler)
 
 

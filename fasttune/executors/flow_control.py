@@ -56,6 +56,12 @@ When nothing on the driver decides per result (:data:`UNDECIDED`)
     in the same case, and keeps a second call queued behind the one a trial trains
     in: it then never waits for a round trip between machines either (and a function
     trainable trains in a thread of its actor, on while calls come and go).
+
+When only the user's callbacks read results (:data:`CALLBACKS_ONLY`)
+    A callback may ask for a checkpoint by setting ``should_checkpoint`` in the result
+    it is given, as on Ray. Then the run keeps the undecided credit but the lookahead
+    bound, and the driver sends each grant after the callbacks: a trial whose
+    iterations take 20 ms or more saves right after the iteration whose result asked.
 """
 
 from __future__ import annotations
@@ -105,6 +111,10 @@ EXACT = FlowControl(credit=1)
 
 UNDECIDED = FlowControl(credit=2 * MAX_BUFFER_LENGTH, lookahead_s=math.inf)
 """No decision comes on a result: trials never wait for an answer (see the module doc)."""
+
+CALLBACKS_ONLY = FlowControl(credit=2 * MAX_BUFFER_LENGTH, lookahead_s=LOOKAHEAD_S)
+"""Only the user's callbacks act on results (asking for a checkpoint in one): the credit
+of :data:`UNDECIDED` within the lookahead bound (see the module doc)."""
 
 
 def for_scheduler(scheduler: Any) -> FlowControl:
