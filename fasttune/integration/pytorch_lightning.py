@@ -14,14 +14,17 @@ Example:
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import tempfile
 from typing import Any
 
 from fasttune._support.imports import MissingDependencyError, import_optional
 from fasttune.checkpoint import Checkpoint
-from fasttune.integration._metrics import MetricsArg, metrics_mapping, select_metrics
+from fasttune.integration._metrics import MetricsArg, metrics_mapping
 from fasttune.trainable.session import report
+
+logger = logging.getLogger(__name__)
 
 try:
     pl = import_optional("lightning.pytorch", extra="lightning")
@@ -96,19 +99,42 @@ class TuneReportCheckpointCallback(_Callback):
                     f"one of {sorted(_HOOKS)} (the hook's name less 'on_')."
                 )
         self._filename = filename
+        self._warned: set[str] = set()
         self._save_checkpoints = bool(save_checkpoints)
         self._on = tuple(hooks)
         for hook in self._on:  # Lightning looks each hook up on the instance
             setattr(self, "on_" + hook, self._handle)
 
     def _metrics(self, trainer: Any) -> dict[str, Any]:
+        """The metrics to report, renamed. One Lightning has not logged (yet: at this
+        hook, say ``val_loss`` at ``train_batch_end``) is left out with a warning, once
+        per name, as Ray Tune leaves it out."""
         available = {k: _plain(v) for k, v in trainer.callback_metrics.items()}
-        return select_metrics(type(self).__name__, "Lightning", available, self._mapping)
+        if self._mapping is None:
+            return available
+        chosen: dict[str, Any] = {}
+        for tune_name, name in self._mapping.items():
+            if name in available:
+                chosen[tune_name] = available[name]
+            elif name not in self._warned:
+                self._warned.add(name)
+                logger.warning(
+                    "%s(metrics=...): Lightning has no metric %r in trainer.callback_metrics "
+                    "at this hook (it has %s); it is left out of the report. Log it with "
+                    "self.log(%r, ...) before the hook runs, or name one of those.",
+                    type(self).__name__,
+                    name,
+                    sorted(available),
+                    name,
+                )
+        return chosen
 
     def _handle(self, trainer: Any, pl_module: Any = None, *args: Any, **kwargs: Any) -> None:
         if trainer.sanity_checking:
             return
         metrics = self._metrics(trainer)
+        if not metrics:
+            return  # nothing to report at this hook, as on Ray
         if not self._save_checkpoints:
             report(metrics)
             return
