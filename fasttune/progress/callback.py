@@ -19,14 +19,16 @@ from fasttune.progress._format import format_cell
 from fasttune.progress.cli import CLIReporter
 from fasttune.progress.jupyter import JupyterNotebookReporter, in_notebook
 from fasttune.progress.reporter import ProgressReporter
-from fasttune.result import AUTO_RESULT_KEYS, TRAINING_ITERATION
+from fasttune.result import AUTO_RESULT_KEYS, CHECKPOINT_DIR_NAME, TRAINING_ITERATION
 
 logger = logging.getLogger(__name__)
 
 RESULT_PRINT_INTERVAL = 5.0
 """At ``verbose=3``, seconds between two printed results of the same trial."""
 
-_NOT_PRINTED = frozenset((*AUTO_RESULT_KEYS, "config", "hist_stats", "experiment_tag"))
+_NOT_PRINTED = frozenset(
+    (*AUTO_RESULT_KEYS, "config", "hist_stats", "experiment_tag", CHECKPOINT_DIR_NAME)
+)
 
 
 def _check_verbose(verbose: Any) -> int:
@@ -182,9 +184,12 @@ class ProgressCallback(Callback):
 
 
 def _result_str(result: dict[str, Any] | None) -> str:
-    """``key=value`` pairs of the user's metrics (bookkeeping keys left out)."""
+    """``key=value`` pairs of the user's metrics (bookkeeping keys and None left out, as
+    Ray prints them)."""
     items = (result or {}).items()
-    return ",".join(f"{k}={format_cell(v)}" for k, v in items if k not in _NOT_PRINTED)
+    return ",".join(
+        f"{k}={format_cell(v)}" for k, v in items if k not in _NOT_PRINTED and v is not None
+    )
 
 
 def create_progress_callback(

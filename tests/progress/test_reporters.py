@@ -584,7 +584,9 @@ def test_callback_reports_on_steps_and_at_end(make_trial: MakeTrial, clock: Cloc
 def test_callback_verbose_2_prints_trial_lines(make_trial: MakeTrial, clock: Clock) -> None:
     cb, out = _callback(2, clock)
     cbs = CallbackList([cb])
-    done = make_trial(0, "TERMINATED", _result(3, accuracy=0.9))
+    # the folder's name and None values are left out, as Ray prints them
+    last = _result(3, accuracy=0.9, checkpoint_dir_name=None, note=None)
+    done = make_trial(0, "TERMINATED", last)
     failed = make_trial(1, "ERROR", _result(1), error=True)
     cbs.on_trial_result(iteration=1, trials=[done], trial=done, result=done.last_result)
     assert out.getvalue() == ""
