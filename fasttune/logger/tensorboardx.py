@@ -123,7 +123,9 @@ def _histogram_value(np: Any, tag: str, array: Any) -> bytes:
     )
 
 
-_SKIPPED_TYPES = frozenset((str, bool, type(None)))
+_SKIPPED_TYPES = frozenset((str, type(None)))
+# Logged as scalars, as Ray logs them (a bool as 0 or 1: ``done`` among them).
+_SCALAR_TYPES = frozenset((float, int, bool))
 
 
 class _ScalarPlan:
@@ -176,10 +178,11 @@ _MAX_SHARED = 4096
 class TBXResultWriter:
     """Writes results and hyperparameters to a TensorBoard event file in a directory.
 
-    Numeric metrics become scalars tagged ``ray/tune/<flattened key>`` (NaN values
-    and bools skipped), at step ``timesteps_total`` if set, else
+    Numeric and bool metrics become scalars tagged ``ray/tune/<flattened key>`` (NaN
+    values skipped; a bool as 0 or 1), at step ``timesteps_total`` if set, else
     ``training_iteration``. Non-empty numeric lists and arrays become histograms
-    (3-d arrays images, 4-d arrays image batches). ``config``, ``pid``,
+    (3-d arrays images, 4-d arrays image batches); tuples are left out, as by Ray.
+    ``config``, ``pid``,
     ``timestamp``, ``time_total_s`` and ``training_iteration`` are not logged.
 
     Args:
@@ -317,12 +320,12 @@ class TBXResultWriter:
 
     def _plan(self, keys: tuple[str, ...], types: tuple[type, ...]) -> _ScalarPlan | None:
         """The one-call encoding of results of this shape: every value a plain number
-        (logged) or a str, bool or None (skipped); None for any other shape."""
+        or bool (logged) or a str or None (skipped); None for any other shape."""
         scalar_keys = []
         for key, cls in zip(keys, types):
             if key in _NOT_LOGGED or cls in _SKIPPED_TYPES:
                 continue
-            if cls is not float and cls is not int:
+            if cls not in _SCALAR_TYPES:
                 return None  # numpy scalars, arrays, lists...: the general path
             scalar_keys.append(key)
         if not scalar_keys:
@@ -344,7 +347,8 @@ class TBXResultWriter:
         return cached
 
     def _write_general(self, flat: Mapping[str, Any], step: int) -> None:
-        """Any result: numbers one by one (NaN skipped), arrays as histograms or images."""
+        """Any result: numbers and bools one by one (NaN skipped), lists and arrays as
+        histograms or images (not tuples, as Ray leaves them out)."""
         metrics: dict[str, float] = {}
         entries = []
         prefixes = self._scalar_prefixes
@@ -353,7 +357,7 @@ class TBXResultWriter:
             if key in _NOT_LOGGED:
                 continue
             cls = type(value)
-            if cls is float or cls is int or (cls is not str and _is_number(value)):
+            if cls is float or cls is int or cls is bool or (cls is not str and _is_number(value)):
                 try:
                     number = float(value)
                 except OverflowError:  # an int beyond any double
@@ -365,7 +369,7 @@ class TBXResultWriter:
                         cached = prefixes[key] = (tag, _tb_proto.scalar_entry_prefix(tag))
                     metrics[cached[0]] = number
                     entries.append(cached[1] + float32(number))
-            elif isinstance(value, (list, tuple)) or type(value).__name__ == "ndarray":
+            elif isinstance(value, list) or type(value).__name__ == "ndarray":
                 self._write_array(TAG_PREFIX + key, value, step)
         if entries:
             self._writer.write_summary(b"".join(entries), step)

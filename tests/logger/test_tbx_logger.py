@@ -77,6 +77,7 @@ def test_numeric_metrics_become_scalars(tmp_path: Any, read_events: ReadEvents) 
         "ray/tune/acc": [(1, 0.25), (2, 0.5)],
         "ray/tune/count": [(1, 1.0), (2, 2.0)],
         "ray/tune/nested/deep/x": [(1, 10.0), (2, 20.0)],
+        "ray/tune/done": [(1, 0.0), (2, 1.0)],  # a bool as 0 or 1, as Ray logs it
     }
 
 

@@ -100,8 +100,8 @@ def test_odd_scalars_match_tensorboardx(tmp_path: Any) -> None:
         "with space": 2.0,  # scalar tags are not cleaned (as before)
         "nan": math.nan,  # skipped
         "np_nan": np.float64("nan"),  # skipped
-        "flag": True,  # skipped
-        "np_flag": np.bool_(True),  # skipped
+        "flag": True,  # 1.0, as Ray logs a bool (an int to isinstance)
+        "np_flag": np.bool_(True),  # skipped, as by Ray
         "text": "x",  # skipped
         "none": None,  # skipped
     }
@@ -123,6 +123,7 @@ def test_odd_scalars_match_tensorboardx(tmp_path: Any) -> None:
         "zero": -0.0,
         "ünïcödé/キー": 1.0,
         "with space": 2.0,
+        "flag": 1.0,
     }
     assert event.step == 1
     assert event.summary.SerializeToString() == tbx_scalars(
@@ -170,10 +171,11 @@ def test_histograms_match_tensorboardx(tmp_path: Any) -> None:
         "w": [0.5, 0.25, 2.0],
         "ints": np.arange(100),
         "normal": rng.normal(size=(30, 30)).astype(np.float32),
-        "a b": (1.0, 2.0),  # tensorboardX cleans histogram tags: "ray/tune/a_b"
+        "a b": [1.0, 2.0],  # tensorboardX cleans histogram tags: "ray/tune/a_b"
     }
     writer = TBXResultWriter(str(tmp_path))
-    writer.write_result({"training_iteration": 2, **arrays})
+    # a tuple is left out, as Ray leaves it out (only lists and arrays are histograms)
+    writer.write_result({"training_iteration": 2, **arrays, "pair": (1.0, 2.0)})
     writer.close()
     events = read_checked_events(str(tmp_path))[1:]
     assert [e.step for e in events] == [2] * len(arrays)
