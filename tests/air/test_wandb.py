@@ -112,6 +112,33 @@ def test_setup_wandb_inside_the_trainable(tmp_path: Any) -> None:
     assert [json.loads(r["score"]) for r in run["history"]] == [0.0, 0.5]
 
 
+def test_setup_wandb_runs_go_to_each_trials_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """Trials one after another on one reused worker: each run in its own trial's folder
+    (W&B kept the first run's directory for the whole process)."""
+    monkeypatch.delenv("WANDB_DIR")
+
+    def train(config: dict[str, Any]) -> None:
+        run = setup_wandb(config, project="inside", mode="offline")
+        run.log({"score": config["lr"]})
+        tune.report({"score": config["lr"], "pid": os.getpid()})
+        run.finish()
+
+    results = Tuner(
+        train,
+        param_space={"lr": tune.grid_search([0.1, 0.2])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=RunConfig(storage_path=str(tmp_path), name="reused"),
+    ).fit()
+    assert not results.errors
+    assert len({r.metrics["pid"] for r in results}) == 1  # one worker hosted both
+    for result in results:
+        trial_id = result.metrics["trial_id"]
+        run = _summary(result.path, trial_id)  # found under the trial's own folder
+        assert [json.loads(r["score"]) for r in run["history"]] == [result.config["lr"]]
+
+
 def test_bad_input(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.delenv("WANDB_PROJECT", raising=False)
     monkeypatch.delenv("WANDB_PROJECT_NAME", raising=False)

@@ -269,4 +269,8 @@ def setup_wandb(
     if isinstance(extra, Mapping):
         init.update(extra)
     init.update(kwargs)
+    if init.get("dir") is None and not os.environ.get("WANDB_DIR"):
+        # The trial's working directory, as each Ray actor's is its own: W&B keeps the
+        # directory of a process's first run, and a reused worker hosts many trials.
+        init["dir"] = os.getcwd()
     return wandb.init(**{k: v for k, v in init.items() if v is not None})
