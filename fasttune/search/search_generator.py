@@ -2,7 +2,10 @@
 
 It hands the Tuner's ``param_space`` to the searcher, asks it for one config per
 trial, lays each suggestion over the constant part of the space, and stops after
-``num_samples`` suggestions (or when the searcher says ``FINISHED``).
+``num_samples`` suggestions (or when the searcher says ``FINISHED``). As on Ray,
+``sample_from`` values are not the searcher's: they are left out of the space it is
+given and computed from each suggested config; and a config's keys keep the order of
+``param_space``.
 
 Example:
     >>> class Squares(Searcher):
@@ -31,7 +34,7 @@ import cloudpickle
 
 from fasttune._support.noop_hooks import forwarding_hook
 from fasttune.search._presets import check_num_samples
-from fasttune.search._spec_paths import parse_spec_vars, resolve_nested_dict
+from fasttune.search._spec_paths import assign_value, parse_spec_vars, resolve_nested_dict
 from fasttune.search._spec_view import contains_unresolved, is_unresolved, path_str
 from fasttune.search.basic_variant import BasicVariantGenerator
 from fasttune.search.search_algorithm import SearchAlgorithm, Suggestion, check_state_kind
@@ -67,6 +70,10 @@ class SearchGenerator(SearchAlgorithm):
         self._properties_set = False
         self._searcher_took_space = False
         self._base: dict[str, Any] = {}
+        # The space's sample_from domains, computed from each suggested config, and the
+        # space's key order (nested: a key's own order for a dict), kept by configs.
+        self._functions: list[tuple[tuple[Any, ...], Any]] = []
+        self._order: dict[str, Any] = {}
         self._num_samples = 1
         self._counter = 0
         self._warned_unsaved = False
@@ -87,7 +94,9 @@ class SearchGenerator(SearchAlgorithm):
     def set_search_properties(
         self, metric: str | None, mode: str | None, config: dict[str, Any], **spec: Any
     ) -> bool:
-        """Pass metric, mode and the space to the searcher; returns what it returns."""
+        """Pass metric, mode and the space (less its ``sample_from`` values) to the
+        searcher; returns what it returns."""
+        config = _without_functions(config)
         took = _set_searcher_properties(self.searcher, metric, mode, config, **spec)
         self._properties_set = True
         self._searcher_took_space = bool(took)
@@ -113,6 +122,8 @@ class SearchGenerator(SearchAlgorithm):
         check_num_samples(num_samples)
         name = type(self.searcher).__name__
         _, domain_vars, grid_vars = parse_spec_vars(space)
+        functions = [(path, domain) for path, domain in domain_vars if _is_function(domain)]
+        domain_vars = [(path, domain) for path, domain in domain_vars if not _is_function(domain)]
         if grid_vars:
             paths = ", ".join(f"`{path_str(path)}`" for path, _ in grid_vars)
             raise ValueError(
@@ -131,6 +142,8 @@ class SearchGenerator(SearchAlgorithm):
                 "with the searcher built without a space."
             )
         self._base = _constant_part(space)
+        self._functions = functions
+        self._order = _key_order(space)
         self._num_samples = int(num_samples)
         self._configured = True
 
@@ -161,6 +174,8 @@ class SearchGenerator(SearchAlgorithm):
                 f"Searcher.FINISHED, got {type(suggested).__name__}: {suggested!r}."
             )
         config = _merged(copy.deepcopy(self._base), copy.deepcopy(suggested))
+        _compute_functions(config, self._functions)
+        config = _in_order(config, self._order)
         self._counter += 1
         flat = resolve_nested_dict(suggested)
         return Suggestion(
@@ -195,6 +210,8 @@ class SearchGenerator(SearchAlgorithm):
             "properties_set": self._properties_set,
             "searcher_took_space": self._searcher_took_space,
             "base": self._base,
+            "functions": self._functions,
+            "order": self._order,
             "num_samples": self._num_samples,
             "counter": self._counter,
             "searcher": self._searcher_state(),
@@ -228,6 +245,8 @@ class SearchGenerator(SearchAlgorithm):
         self._properties_set = state["properties_set"]
         self._searcher_took_space = state["searcher_took_space"]
         self._base = state["base"]
+        self._functions = state.get("functions", [])  # absent from states saved before
+        self._order = state.get("order", {})
         self._num_samples = state["num_samples"]
         self._counter = state["counter"]
         if state["searcher"] is not None:
@@ -293,6 +312,67 @@ def _constant_part(space: dict[str, Any]) -> dict[str, Any]:
         elif not contains_unresolved(value):
             constant[key] = copy.deepcopy(value)
     return constant
+
+
+def _is_function(domain: Any) -> bool:
+    is_function = getattr(domain, "is_function", None)
+    return bool(callable(is_function) and is_function())
+
+
+def _without_functions(space: Any) -> Any:
+    """``space`` without its ``sample_from`` values (at any depth of dicts)."""
+    if not isinstance(space, dict):
+        return space
+    return {
+        key: _without_functions(value) for key, value in space.items() if not _is_function(value)
+    }
+
+
+_FUNCTION_PASSES = 8
+
+
+def _compute_functions(config: dict[str, Any], functions: list[tuple[Any, Any]]) -> None:
+    """Set each ``sample_from`` value of ``config`` from the config, as Ray does after a
+    searcher's suggestion: in passes, so that one may read another's value."""
+    waiting = list(functions)
+    for _ in range(_FUNCTION_PASSES):
+        failed: list[tuple[Any, Any]] = []
+        error: Exception | None = None
+        for path, domain in waiting:
+            try:
+                assign_value(config, path, domain.sample(config=config))
+            except (KeyError, AttributeError, TypeError) as e:  # reads one not set yet
+                failed.append((path, domain))
+                error = e
+        if not failed:
+            return
+        if len(failed) == len(waiting):
+            break
+        waiting = failed
+    path, domain = waiting[0]
+    raise ValueError(
+        f"`{path_str(path)}` = {domain!r} could not be computed from the suggested config "
+        f"({type(error).__name__}: {error}). Its function may read the config's other "
+        "values (config['a'] or spec.config.a); make sure those exist in param_space."
+    )
+
+
+def _key_order(space: dict[str, Any]) -> dict[str, Any]:
+    return {k: _key_order(v) if isinstance(v, dict) else None for k, v in space.items()}
+
+
+def _in_order(config: dict[str, Any], order: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the keys of ``order`` first, in that order (nested dicts too)."""
+    if not order:
+        return config
+    ordered: dict[str, Any] = {}
+    for key, inner in order.items():
+        if key in config:
+            value = config[key]
+            ordered[key] = _in_order(value, inner) if inner and isinstance(value, dict) else value
+    for key, value in config.items():
+        ordered.setdefault(key, value)
+    return ordered
 
 
 def _merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

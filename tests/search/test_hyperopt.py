@@ -91,6 +91,22 @@ def test_points_to_evaluate_run_first_and_constants_are_kept(run_tuner):
     assert all(config["epochs"] == 3 for config in configs)
 
 
+def test_sample_from_in_the_tuner_space_is_computed_after_each_suggestion(run_tuner):
+    # Ray leaves it out of the searcher's space and computes it from the suggested
+    # config; HyperOptSearch refused the whole space before.
+    space = {
+        "x": tune.uniform(-2, 2),
+        "y": -0.2,
+        "twice": tune.sample_from(lambda spec: spec.config.x * 2),
+    }
+    searcher = HyperOptSearch(random_state_seed=0)
+    grid = run_tuner(quadratic, searcher, space, num_samples=3, metric="loss", mode="min")
+    assert grid.num_errors == 0
+    for result in grid:
+        assert list(result.config) == ["x", "y", "twice"]
+        assert result.config["twice"] == 2 * result.config["x"]
+
+
 def test_failing_trials_are_marked_failed_and_the_search_goes_on(run_tuner):
     import hyperopt
 

@@ -17,7 +17,7 @@ from fasttune.search import (
     SearchGenerator,
     Suggestion,
 )
-from fasttune.search.sample import Domain, grid_search, randint, uniform
+from fasttune.search.sample import Domain, grid_search, randint, sample_from, uniform
 from fasttune.search.search_generator import ensure_search_algorithm
 
 
@@ -273,6 +273,40 @@ def test_generator_passes_space_to_searcher_and_merges():
     for index, suggestion in enumerate(suggestions):
         gen.on_trial_complete(f"t{index}", {"loss": suggestion.config["lr"]})
     assert searcher.best[1]["lr"] == min(s.config["lr"] for s in suggestions)
+
+
+def _sample_from_space():
+    return {
+        "x": uniform(0, 1),
+        "k": 3,
+        "s": sample_from(lambda spec: spec.config.x + spec.config.k),
+        "t": sample_from(lambda config: config["s"] * 2),  # reads another sample_from
+        "n": randint(0, 10),
+    }
+
+
+def test_sample_from_is_computed_from_each_suggestion_in_space_order():
+    # As Ray: the searcher never sees sample_from values (a model-based searcher would
+    # refuse them); each is computed from the suggested config, and the config keeps
+    # param_space's key order.
+    searcher = RandomSearcher(seed=2)
+    gen = configured(searcher, _sample_from_space(), num_samples=3, metric="loss", mode="min")
+    assert set(searcher.space) == {"x", "n"}
+    for suggestion in drain(gen):
+        config = suggestion.config
+        assert list(config) == ["x", "k", "s", "t", "n"]
+        assert config["s"] == config["x"] + 3 and config["t"] == 2 * config["s"]
+        assert set(suggestion.evaluated_params) == {"x", "n"}
+    restored = resumed(configured(RandomSearcher(seed=2), _sample_from_space()), RandomSearcher())
+    config = restored.next_suggestion("r0").config
+    assert config["s"] == config["x"] + 3
+
+
+def test_a_sample_from_that_cannot_be_computed_names_its_key():
+    space = {"x": uniform(0, 1), "s": sample_from(lambda spec: spec.config.missing)}
+    gen = configured(RandomSearcher(), space, num_samples=1, metric="loss", mode="min")
+    with pytest.raises(ValueError, match="`s` = Function.*could not be computed"):
+        gen.next_suggestion("t0")
 
 
 def test_nested_suggestions_merge_deeply_and_flatten_with_slashes():
