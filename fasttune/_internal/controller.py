@@ -30,13 +30,14 @@ from fasttune._internal.failure import (
 from fasttune._internal.interrupts import GracefulInterrupt
 from fasttune._internal.launcher import make_launch, resume_point
 from fasttune._internal.plugin_requests import apply_request
-from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline
+from fasttune._internal.result_pipeline import PAUSE, STOP, ResultPipeline, tell_search_of_end
 from fasttune._internal.run_spec import RunSpec
 from fasttune._internal.searcher_file import SearcherFile
 from fasttune._internal.state_layout import CompletionBitmap
 from fasttune._internal.storage_publishing import ExperimentPublisher
 from fasttune._internal.trial_lifecycle import StopIntent, TrialLifecycle
 from fasttune._internal.trial_queue import TrialQueues
+from fasttune._support.flatten import flatten_result
 from fasttune.executors.base import (
     Allocation,
     TrialFailed,
@@ -480,15 +481,16 @@ class TuneController:
             self._raise = exception_of(event.exception, event.error)
         self.lifecycle.error(trial)
         self.spec.scheduler.on_trial_error(self.view, trial)
-        self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result, error=True)
+        tell_search_of_end(self.spec.search_alg, trial, error=True)
         self.search_completed.add(trial.trial_id)  # saved with the next search state
         self._callback("on_trial_error", trial)
         self.lifecycle.told(trial)
 
     def _completed(self, trial: Trial) -> None:
         """Tell the plugins and callbacks that ``trial`` has TERMINATED."""
-        self.spec.scheduler.on_trial_complete(self.view, trial, trial.last_result)
-        self.spec.search_alg.on_trial_complete(trial.trial_id, trial.last_result)
+        # Flattened, as Ray gives it (a nested metric is read as "val/loss")
+        self.spec.scheduler.on_trial_complete(self.view, trial, flatten_result(trial.last_result))
+        tell_search_of_end(self.spec.search_alg, trial, error=False)
         # Saved with the next search state (before the next new trial starts, or at the
         # next snapshot); a restore tells the searcher what finished after that save.
         self.search_completed.add(trial.trial_id)

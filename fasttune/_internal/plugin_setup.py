@@ -98,12 +98,15 @@ def configure_plugins(
         "stop": stop,
         "time_budget_s": tune_config.time_budget_s,
     }
-    try:
-        search_alg.set_search_properties(metric, mode, param_space, **spec)
-    except TypeError as error:  # a user's SearchAlgorithm written without **spec
-        if "unexpected keyword argument" not in str(error):
-            raise
-        search_alg.set_search_properties(metric, mode, param_space)
+    # Nothing to tell (no space, no metric, no mode): not called, as Ray does not call
+    # it without a space; a searcher's own metric stays as it was.
+    if param_space or metric or mode:
+        try:
+            search_alg.set_search_properties(metric, mode, param_space, **spec)
+        except TypeError as error:  # a user's SearchAlgorithm written without **spec
+            if "unexpected keyword argument" not in str(error):
+                raise
+            search_alg.set_search_properties(metric, mode, param_space)
     if not metric:
         from fasttune.result import DEFAULT_METRIC
 

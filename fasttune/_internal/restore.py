@@ -13,8 +13,10 @@ from typing import Any
 from fasttune import result as R
 from fasttune._internal.base_records import KeptLines
 from fasttune._internal.launcher import resume_point
+from fasttune._internal.result_pipeline import tell_search_of_end
 from fasttune._internal.state_loading import LoadedExperiment
 from fasttune._internal.trial_state import trial_from_state
+from fasttune._support.flatten import flatten_result
 from fasttune._support.gc_pause import paused_gc
 from fasttune.experiment.trial import Trial, TrialStatus
 
@@ -115,9 +117,7 @@ def restore_plugin_state(controller: Any, loaded: LoadedExperiment) -> None:
         # Trials that finished after the search state was last saved: tell it now.
         for trial in controller.trials:
             if trial.is_finished() and trial.trial_id not in loaded.search_completed:
-                spec.search_alg.on_trial_complete(
-                    trial.trial_id, trial.last_result, error=trial.status == TrialStatus.ERROR
-                )
+                tell_search_of_end(spec.search_alg, trial, error=trial.status == TrialStatus.ERROR)
         controller.search_completed.update(t.trial_id for t in controller.trials if t.is_finished())
     if loaded.scheduler_state is not None and hasattr(spec.scheduler, "set_state"):
         spec.scheduler.set_state(loaded.scheduler_state)
@@ -190,7 +190,7 @@ def _replay(scheduler: Any, view: Any, events: list[Any]) -> None:
         elif trial.status is TrialStatus.ERROR:
             scheduler.on_trial_error(view, trial)
         else:
-            scheduler.on_trial_complete(view, trial, trial.last_result)
+            scheduler.on_trial_complete(view, trial, flatten_result(trial.last_result))
 
 
 def _carry_out_lost_exploits(controller: Any, requests: list[Any]) -> None:
@@ -292,9 +292,7 @@ def _fast_forward_search(controller: Any) -> None:
         if trial.is_finished():
             # At once: under a concurrency limit (max_concurrent_trials) the next sample
             # is drawn only once a live trial has ended, as it was in the lost run.
-            search_alg.on_trial_complete(
-                trial.trial_id, trial.last_result, error=trial.status is TrialStatus.ERROR
-            )
+            tell_search_of_end(search_alg, trial, error=trial.status is TrialStatus.ERROR)
             controller.search_completed.add(trial.trial_id)
     logger.warning(
         "The search state of %s was missing or damaged: the search algorithm started "

@@ -19,6 +19,16 @@ CONTINUE, PAUSE, STOP, NOOP = "CONTINUE", "PAUSE", "STOP", "NOOP"
 _NOT_METRICS = frozenset({R.CONFIG})
 
 
+def tell_search_of_end(search_alg: Any, trial: Trial, *, error: bool) -> None:
+    """``search_alg.on_trial_complete`` as Ray calls it: with the trial's last result
+    flattened (``"val/loss"``, as a metric names it) when it finished, with no result
+    (``error=True``) when it failed."""
+    if error:
+        search_alg.on_trial_complete(trial.trial_id, None, error=True)
+    else:
+        search_alg.on_trial_complete(trial.trial_id, flatten_result(trial.last_result))
+
+
 class ResultPipeline:
     """Turns a trial's result into a scheduling decision.
 

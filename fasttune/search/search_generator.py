@@ -131,7 +131,7 @@ class SearchGenerator(SearchAlgorithm):
                 "only the default search algorithm (BasicVariantGenerator) does. Use "
                 "tune.choice([...]) instead, or leave `TuneConfig.search_alg` unset."
             )
-        if not self._properties_set:
+        if not self._properties_set and space:
             self.set_search_properties(None, None, space)
         if domain_vars and not self._searcher_took_space:
             paths = ", ".join(f"`{path_str(path)}`" for path, _ in domain_vars)

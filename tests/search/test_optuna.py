@@ -54,6 +54,29 @@ def sample_values(domain, count=300):
     return [config["p"] for config in drive(searcher, count)]
 
 
+def test_a_nested_metric_is_told_to_the_study(tmp_path):
+    # The searcher hears each trial's end as Ray tells it: its last result flattened,
+    # where "val/loss" is a key. With the nested result every trial was PRUNED, and the
+    # study learned nothing.
+    def nested(config):
+        tune.report({"val": {"loss": (config["x"] - 1) ** 2}})
+
+    searcher = OptunaSearch(seed=0)
+    grid = tune.Tuner(
+        nested,
+        param_space={"x": tune.uniform(0, 2)},
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, metric="val/loss", mode="min", num_samples=4
+        ),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    ).fit()
+    assert grid.num_errors == 0
+    trials = searcher._ot_study.trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 4
+    losses = sorted(r.metrics["val"]["loss"] for r in grid)
+    assert sorted(t.value for t in trials) == pytest.approx(losses)
+
+
 # ---------------------------------------------------------------------- import
 def test_importing_the_module_does_not_import_optuna():
     code = "import sys, fasttune.search.optuna; assert 'optuna' not in sys.modules"

@@ -309,6 +309,29 @@ def test_a_sample_from_that_cannot_be_computed_names_its_key():
         gen.next_suggestion("t0")
 
 
+def test_a_searcher_hears_each_end_as_ray_tells_it(tmp_path):
+    """Through the Tuner: a finished trial's last result flattened ("val/loss"), a
+    failed trial's end with no result and error=True, as Ray's controller calls it."""
+    import fasttune as tune
+
+    searcher = ListSearcher([1, 2], metric="val/loss")
+
+    def trainable(config):
+        tune.report({"val": {"loss": config["x"] * 1.5}})
+        if config["x"] == 2:
+            raise RuntimeError("boom")
+
+    tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=2),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    ).fit()
+    ended = {trial_id: (result, error) for trial_id, result, error in searcher.completed}
+    (finished, _), (failed, failed_error) = sorted(ended.values(), key=lambda e: e[1])
+    assert finished["val/loss"] == 1.5 and "val" not in finished
+    assert failed is None and failed_error is True
+
+
 def test_nested_suggestions_merge_deeply_and_flatten_with_slashes():
     class Nested(Searcher):
         def suggest(self, trial_id):
@@ -372,6 +395,26 @@ def test_add_configurations_sets_properties_when_not_called():
     gen.add_configurations({"lr": uniform(0, 1)}, 2)
     assert set(searcher.space) == {"lr"}
     assert len(drain(gen)) == 2
+
+
+def test_nothing_to_tell_leaves_set_search_properties_uncalled(tmp_path):
+    """No param_space and no metric: Ray does not call it, and a searcher that takes
+    whatever it is given keeps its own metric."""
+    import fasttune as tune
+
+    class Overwrites(ListSearcher):
+        def set_search_properties(self, metric, mode, config, **spec):
+            self._metric, self._mode = metric, mode
+            return True
+
+    searcher = Overwrites([1], metric="score", mode="max")
+    grid = tune.Tuner(
+        lambda config: tune.report({"score": config["x"]}),
+        tune_config=tune.TuneConfig(search_alg=searcher),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    ).fit()
+    assert (searcher.metric, searcher.mode) == ("score", "max")
+    assert grid.get_best_result().metrics["score"] == 1  # ranked by the searcher's metric
 
 
 def test_old_style_set_search_properties_without_spec(caplog):
