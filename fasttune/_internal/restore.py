@@ -90,13 +90,13 @@ def _decide(
     if trial.status is TrialStatus.TERMINATED:
         return False
     if trial.status is TrialStatus.ERROR:
-        if restart_errored:
+        if resume_errored:  # first, as Ray reads the two flags
+            trial.restore_path = latest.path if latest else None
+            trial.status = TrialStatus.PENDING
+        elif restart_errored:
             trial.restore_path = None
             trial.checkpoint_manager.load_json({"order": 0, "checkpoints": []})
             trial.num_failures = 0
-            trial.status = TrialStatus.PENDING
-        elif resume_errored:
-            trial.restore_path = latest.path if latest else None
             trial.status = TrialStatus.PENDING
         return restart_errored or resume_errored
     if resume_unfinished:

@@ -114,6 +114,35 @@ def test_restore_flags_for_errored_trials(tmp_path, run_config):
     assert fixed.num_errors == 0 and fixed.num_terminated == 2
 
 
+def test_resume_errored_wins_over_restart_errored(tmp_path, run_config):
+    """Both flags: the errored trial resumes from its checkpoint, as Ray reads them."""
+
+    def fn(config):
+        import tempfile
+
+        fixed = os.path.exists(os.path.join(config["dir"], "fixed"))
+        checkpoint = tune.get_checkpoint()
+        start = 0
+        if checkpoint is not None:
+            with checkpoint.as_directory() as d:
+                start = int(open(os.path.join(d, "i")).read()) + 1
+        for i in range(start, 3):
+            with tempfile.TemporaryDirectory() as d:
+                open(os.path.join(d, "i"), "w").write(str(i))
+                tune.report({"i": i, "start": start}, checkpoint=tune.Checkpoint.from_directory(d))
+            if i == 1 and not fixed:
+                raise RuntimeError("broken until fixed")
+
+    grid = tune.Tuner(fn, param_space={"dir": str(tmp_path)}, run_config=run_config()).fit()
+    assert grid.num_errors == 1
+    open(os.path.join(str(tmp_path), "fixed"), "w").close()
+    grid = tune.Tuner.restore(
+        grid.experiment_path, trainable=fn, resume_errored=True, restart_errored=True
+    ).fit()
+    assert grid.num_errors == 0
+    assert grid[0].metrics["start"] == 2 and grid[0].metrics["i"] == 2  # from checkpoint 1
+
+
 @pytest.mark.parametrize("driver_writes", ["0", "1"], ids=["worker_writes", "driver_writes"])
 def test_a_restarted_errored_trial_starts_with_empty_result_files(
     tmp_path, run_config, monkeypatch, driver_writes
