@@ -533,6 +533,11 @@ class TuneController:
 
     def _stop_everything(self) -> None:
         self.search_finished = True
+        if not self._interrupted and self._raise is None:
+            # Stopped on purpose (a stopper's stop_all, the time budget, fail_fast): the
+            # search is over, saved so, and a restore only finishes the trials begun,
+            # as on Ray. An interrupted or failed run's search goes on after a restore.
+            self.spec.search_alg.set_finished()
         if self._interrupted:
             self.lifecycle.interrupt_all()  # waiting trials stay as they are, for restore
             for trial in self.lifecycle.queued_trials():

@@ -114,6 +114,37 @@ def test_restore_flags_for_errored_trials(tmp_path, run_config):
     assert fixed.num_errors == 0 and fixed.num_terminated == 2
 
 
+class _StopAllAtTwo(tune.Stopper):
+    def __init__(self):
+        self.seen = 0
+
+    def __call__(self, trial_id, result):
+        self.seen += 1
+        return False
+
+    def stop_all(self):
+        return self.seen >= 2
+
+
+def _counts(config):
+    for i in range(3):
+        tune.report({"i": i})
+
+
+def test_a_run_stopped_on_purpose_restores_without_new_trials(run_config):
+    """stop_all (as the time budget and fail_fast) ends the search, saved so: a restore
+    finishes what had begun and suggests nothing more, as on Ray."""
+    grid = tune.Tuner(
+        _counts,
+        param_space={"x": tune.grid_search([0, 1, 2])},
+        tune_config=tune.TuneConfig(max_concurrent_trials=1),
+        run_config=run_config(stop=_StopAllAtTwo()),
+    ).fit()
+    assert len(grid) == 1
+    restored = tune.Tuner.restore(grid.experiment_path, trainable=_counts).fit()
+    assert len(restored) == 1 and restored[0].config["x"] == 0
+
+
 def test_resume_errored_wins_over_restart_errored(tmp_path, run_config):
     """Both flags: the errored trial resumes from its checkpoint, as Ray reads them."""
 
