@@ -7,8 +7,9 @@ from typing import Any
 
 from fasttune import result as R
 from fasttune._internal.run_spec import RunSpec
+from fasttune._internal.trainable_resolution import is_function_trainable
 from fasttune.executors.base import Allocation, TrialLaunch
-from fasttune.executors.flow_control import UNDECIDED
+from fasttune.executors.flow_control import CALLBACKS_ONLY, UNDECIDED
 from fasttune.experiment.trial import ResumePoint, Trial
 from fasttune.logger.trial_result_files import TrialFilesSpec
 from fasttune.storage.filesystem import ensure_dir
@@ -125,10 +126,20 @@ def make_launch(
         else None,
         result_files=_result_files(spec, trial),
         last_result_only=spec.last_result_only,
-        # No decision can come on a result (the flow says so, wherever the files are
-        # written), and none to save at the end: a done trial needs no stop command.
-        stop_when_done=spec.flow == UNDECIDED and not spec.checkpoint_at_end,
+        stop_when_done=_stops_when_done(spec),
     )
+
+
+def _stops_when_done(spec: RunSpec) -> bool:
+    """Whether a done trial stops by itself, without a stop command: nothing to save at
+    the end, and no decision can come on a result (the flow says so, wherever the
+    files are written); with the user's callbacks reading results, only for a function,
+    whose save on a callback's request would add no checkpoint."""
+    if spec.checkpoint_at_end:
+        return False
+    if spec.flow == UNDECIDED:
+        return True
+    return spec.flow == CALLBACKS_ONLY and is_function_trainable(spec.trainable_cls)
 
 
 def _result_files(spec: RunSpec, trial: Trial) -> TrialFilesSpec | None:
