@@ -228,6 +228,7 @@ def test_num_samples_stop_and_time_budget_reach_set_search_properties(
     searcher = _SpecRecorder(total=3)
     Tuner(
         _two_reports,
+        param_space={"a": 1},  # without a space (or metric) Ray does not call it
         tune_config=TuneConfig(
             search_alg=searcher, num_samples=3, time_budget_s=600, max_concurrent_trials=limit
         ),

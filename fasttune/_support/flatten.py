@@ -16,34 +16,40 @@ def _is_mapping(cls: type) -> bool:
     return found
 
 
-def _flatten_into(out: dict[str, Any], prefix: str, dt: Mapping[Any, Any]) -> None:
-    for key, value in dt.items():
-        key = prefix + (key if type(key) is str else str(key))
-        cls = type(value)
-        if cls not in _NOT_MAPPINGS and _is_mapping(cls) and value:
-            _flatten_into(out, key + "/", value)
-        else:
-            out[key] = value
-
-
 def flatten_result(result: Mapping[Any, Any], exclude: Container[str] = ()) -> dict[str, Any]:
     """Flatten ``result`` like ``flatten_dict(result, delimiter="/")``, minus ``exclude``.
 
     Gives the same keys, values and order as :func:`fasttune.utils.util.flatten_dict`
-    about three times faster: the ``Mapping`` check is cached per type.
+    about three times faster: the ``Mapping`` check is cached per type. As Ray's, the
+    plain values keep their places and nested ones follow, one level of nesting after
+    another; an empty dict leaves no key.
 
     Args:
         result: The result to flatten.
         exclude: Top-level keys to leave out.
     """
     out: dict[str, Any] = {}
+    nested: list[tuple[str, Mapping[Any, Any]]] = []
     for key, value in result.items():
         if key in exclude:
             continue
         name = key if type(key) is str else str(key)
         cls = type(value)
-        if cls not in _NOT_MAPPINGS and _is_mapping(cls) and value:
-            _flatten_into(out, name + "/", value)
+        if cls not in _NOT_MAPPINGS and _is_mapping(cls):
+            if value:
+                nested.append((name + "/", value))
         else:
             out[name] = value
+    while nested:  # a level of nesting per round, in order, as Ray's flatten_dict
+        deeper: list[tuple[str, Mapping[Any, Any]]] = []
+        for prefix, mapping in nested:
+            for key, value in mapping.items():
+                name = prefix + (key if type(key) is str else str(key))
+                cls = type(value)
+                if cls not in _NOT_MAPPINGS and _is_mapping(cls):
+                    if value:
+                        deeper.append((name + "/", value))
+                else:
+                    out[name] = value
+        nested = deeper
     return out

@@ -12,31 +12,35 @@ def flatten_dict(
 ) -> dict[str, Any]:
     """Flatten nested dicts into one level, joining keys with ``delimiter``.
 
-    >>> flatten_dict({"a": {"b": 1}, "c": 2})
-    {'a/b': 1, 'c': 2}
+    As Ray's: plain values keep their places and nested ones follow, one level of
+    nesting after another; an empty dict leaves no key.
+
+    >>> flatten_dict({"a": {"b": 1}, "c": 2, "d": {}})
+    {'c': 2, 'a/b': 1}
     """
     out: dict[str, Any] = {}
+    nested: list[tuple[str, Mapping[Any, Any]]] = []
 
-    def visit(prefix: str, value: Any) -> None:
-        if isinstance(value, Mapping) and value:
-            for key, sub in value.items():
-                key = str(key)
-                if prevent_delimiter and delimiter in key:
-                    raise ValueError(
-                        f"Found delimiter {delimiter!r} in key {key!r} when flattening a dict; "
-                        "rename the key or choose another delimiter."
-                    )
-                visit(f"{prefix}{delimiter}{key}" if prefix else key, sub)
-        else:
-            out[prefix] = value
-
-    for key, value in dt.items():
-        if prevent_delimiter and delimiter in str(key):
+    def take(name: str, key: Any, value: Any) -> None:
+        key = str(key)
+        if prevent_delimiter and delimiter in key:
             raise ValueError(
                 f"Found delimiter {delimiter!r} in key {key!r} when flattening a dict; "
                 "rename the key or choose another delimiter."
             )
-        visit(str(key), value)
+        if isinstance(value, Mapping):
+            if value:
+                nested.append((name, value))
+        else:
+            out[name] = value
+
+    for key, value in dt.items():
+        take(str(key), key, value)
+    while nested:
+        level, nested = nested, []
+        for prefix, mapping in level:
+            for key, value in mapping.items():
+                take(f"{prefix}{delimiter}{key}", key, value)
     return out
 
 

@@ -121,6 +121,15 @@ def test_flatten_result_matches_flatten_dict(result: dict) -> None:
     assert list(flatten_result(result).items()) == list(expected.items())
 
 
+def test_flatten_orders_and_drops_as_ray_does() -> None:
+    # Ray's flatten_dict: plain values keep their places, nested ones follow a level
+    # at a time; an empty dict leaves no key (no "empty" column in progress.csv).
+    result = {"a": 1, "b": {"d": {"e": 3}, "c": 2}, "empty": {}, "f": 4, "g": {"h": {}}}
+    expected = [("a", 1), ("f", 4), ("b/c", 2), ("b/d/e", 3)]
+    assert list(flatten_dict(result).items()) == expected
+    assert list(flatten_result(result).items()) == expected
+
+
 def test_flatten_result_excludes_top_level_keys() -> None:
     result = {"config": {"lr": 1}, "a": {"config": 2}}
     assert flatten_result(result, frozenset({"config"})) == {"a/config": 2}
