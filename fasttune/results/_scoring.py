@@ -82,6 +82,33 @@ def flat_row(result: Mapping[str, Any]) -> dict[str, Any]:
     return flatten_result(result)  # flatten_dict(result, "/"), three times faster
 
 
+def normalized_row(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A result as a row of Ray's ``ExperimentAnalysis.dataframe`` (its result lines
+    through ``pandas.json_normalize(..., sep="/")``): the plain values in their places,
+    then each nested key's values, depth first; an empty dict leaves no column."""
+    row: dict[str, Any] = {}
+    nested = []
+    for key, value in result.items():
+        if isinstance(value, Mapping):
+            if value:
+                nested.append((str(key), value))
+        else:
+            row[str(key)] = value
+    for key, value in nested:
+        _depth_first(row, key + "/", value)
+    return row
+
+
+def _depth_first(row: dict[str, Any], prefix: str, mapping: Mapping[Any, Any]) -> None:
+    for key, value in mapping.items():
+        name = prefix + str(key)
+        if isinstance(value, Mapping):
+            if value:
+                _depth_first(row, name + "/", value)
+        else:
+            row[name] = value
+
+
 def pandas() -> Any:
     return import_optional("pandas", extra="pandas", feature="Result data frames")
 

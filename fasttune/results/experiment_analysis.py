@@ -23,6 +23,7 @@ from fasttune.results._scoring import (
     flat_row,
     is_better,
     metric_stats,
+    normalized_row,
     pandas,
     results_dataframe,
     score,
@@ -460,7 +461,7 @@ class ExperimentAnalysis:
                     reported.update(dict.fromkeys(trial.keys_with_stats()))
                 else:
                     reported.update(_keys_of(results or self._results_of(trial)))
-                row = flat_row(chosen)
+                row = normalized_row(chosen)  # columns in the order of Ray's rows
                 row.update(configs[trial.trial_id])
                 row["logdir"] = trial.local_path
                 rows.append(row)

@@ -73,6 +73,21 @@ def test_results_mirror_the_trials(mixed, experiment_dir):
     assert result.filesystem.type_name == "local"
 
 
+def test_data_frame_columns_are_in_the_order_of_ray_s_rows(make_trial, experiment_dir):
+    # Ray's rows are result lines through pandas.json_normalize(sep="/"): plain values
+    # in place, then each nested key depth first (config among them), no empty dicts.
+    import json
+
+    pd = pytest.importorskip("pandas")
+    trial = make_trial(0, [1.0, 2.0], extra={"deep": {"b": {"c": 1}, "a": 2}, "none": {}})
+    frame = grid_of(experiment_dir, [trial]).get_dataframe()
+    with open(os.path.join(trial.local_path, "result.json")) as f:
+        last = [json.loads(line) for line in f][-1]
+    expected = list(pd.json_normalize([last], sep="/").columns)
+    assert list(frame.columns) == [*expected, "logdir"]
+    assert "config/extra/deep/b/c" in expected and "config/extra/none" not in expected
+
+
 def test_a_trial_that_never_ran(mixed, experiment_dir):
     result = grid_of(experiment_dir, mixed)[3]
     assert result.metrics == {}
