@@ -188,3 +188,39 @@ def test_no_state_gives_empty_list_and_none_restores_nothing() -> None:
     ]
     assert CallbackList([Callback()]).get_state() == []
     CallbackList([ResultCounter()]).set_state(None)
+
+
+class _Boom(ValueError):
+    pass
+
+
+def _fails(config: dict[str, Any]) -> None:
+    import fasttune as tune
+
+    tune.report({"x": 1})
+    raise _Boom("broken at 1")
+
+
+def test_a_callback_reads_a_failed_trial_as_ray_s_trial_offers_it(tmp_path: Any) -> None:
+    """get_error (the report's text), get_pickled_error (the exception) and the
+    experiment's directory, as Ray's Trial has them."""
+    import fasttune as tune
+
+    seen: dict[str, Any] = {}
+
+    class Reads(Callback):
+        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            seen["text"] = trial.get_error()
+            seen["error"] = trial.get_pickled_error()
+            seen["dir_name"] = trial.experiment_dir_name
+            seen["local"] = trial.local_experiment_path
+
+    tune.Tuner(
+        _fails,
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), name="exp", callbacks=[Reads()], verbose=0
+        ),
+    ).fit()
+    assert "broken at 1" in seen["text"] and "_Boom" in seen["text"]
+    assert isinstance(seen["error"], ValueError) and "broken at 1" in str(seen["error"])
+    assert seen["dir_name"] == "exp" and seen["local"] == str(tmp_path / "exp")

@@ -197,6 +197,38 @@ class Trial(TrialResults):
     def logdir(self) -> str | None:
         return self.local_path
 
+    @property
+    def local_experiment_path(self) -> str | None:
+        """The experiment's directory on this machine (as Ray's property)."""
+        return self.experiment_path
+
+    @property
+    def experiment_dir_name(self) -> str | None:
+        """The experiment directory's name (as Ray's property)."""
+        return (
+            os.path.basename(self.experiment_path.rstrip(os.sep)) if self.experiment_path else None
+        )
+
+    def get_error(self) -> str | None:
+        """The text of the trial's last error report (``error.txt``); None if it has none."""
+        if not self.error_file or not os.path.exists(self.error_file):
+            return None
+        with open(self.error_file, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def get_pickled_error(self) -> BaseException | None:
+        """The exception of the trial's last error, unpickled; None if none was saved."""
+        path = self.pickled_error_file
+        if not path and self.error_file:  # beside the text report
+            path = os.path.join(os.path.dirname(self.error_file), R.EXPR_ERROR_PICKLE_FILE)
+        if not path or not os.path.exists(path):
+            return None
+        import cloudpickle  # here: only a failed trial's reader needs it
+
+        with open(path, "rb") as f:
+            error = cloudpickle.load(f)
+        return error if isinstance(error, BaseException) else None
+
     # ------------------------------------------------------------------ state
     def set_status(self, status: TrialStatus) -> None:
         if status is TrialStatus.RUNNING and self.start_time is None:
