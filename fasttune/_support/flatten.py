@@ -29,27 +29,28 @@ def flatten_result(result: Mapping[Any, Any], exclude: Container[str] = ()) -> d
         exclude: Top-level keys to leave out.
     """
     out: dict[str, Any] = {}
+    nested = _take(out, "", result, exclude)
+    while nested:  # a level of nesting per round, in order, as Ray's flatten_dict
+        deeper: list[tuple[str, Mapping[Any, Any]]] = []
+        for prefix, mapping in nested:
+            deeper += _take(out, prefix, mapping, ())
+        nested = deeper
+    return out
+
+
+def _take(
+    out: dict[str, Any], prefix: str, mapping: Mapping[Any, Any], exclude: Container[str]
+) -> list[tuple[str, Mapping[Any, Any]]]:
+    """Put ``mapping``'s plain values in ``out``; return its non-empty nested ones."""
     nested: list[tuple[str, Mapping[Any, Any]]] = []
-    for key, value in result.items():
+    for key, value in mapping.items():
         if key in exclude:
             continue
-        name = key if type(key) is str else str(key)
+        name = prefix + (key if type(key) is str else str(key))
         cls = type(value)
         if cls not in _NOT_MAPPINGS and _is_mapping(cls):
             if value:
                 nested.append((name + "/", value))
         else:
             out[name] = value
-    while nested:  # a level of nesting per round, in order, as Ray's flatten_dict
-        deeper: list[tuple[str, Mapping[Any, Any]]] = []
-        for prefix, mapping in nested:
-            for key, value in mapping.items():
-                name = prefix + (key if type(key) is str else str(key))
-                cls = type(value)
-                if cls not in _NOT_MAPPINGS and _is_mapping(cls):
-                    if value:
-                        deeper.append((name + "/", value))
-                else:
-                    out[name] = value
-        nested = deeper
-    return out
+    return nested

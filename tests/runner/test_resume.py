@@ -13,6 +13,7 @@ import pytest
 
 import fasttune as tune
 from tests.runner._driver_script import make_tuner, slow_counter
+from tests.runner._stoppers import StopAllAfter
 
 HERE = os.path.dirname(__file__)
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -114,18 +115,6 @@ def test_restore_flags_for_errored_trials(tmp_path, run_config):
     assert fixed.num_errors == 0 and fixed.num_terminated == 2
 
 
-class _StopAllAtTwo(tune.Stopper):
-    def __init__(self):
-        self.seen = 0
-
-    def __call__(self, trial_id, result):
-        self.seen += 1
-        return False
-
-    def stop_all(self):
-        return self.seen >= 2
-
-
 def _counts(config):
     for i in range(3):
         tune.report({"i": i})
@@ -138,7 +127,7 @@ def test_a_run_stopped_on_purpose_restores_without_new_trials(run_config):
         _counts,
         param_space={"x": tune.grid_search([0, 1, 2])},
         tune_config=tune.TuneConfig(max_concurrent_trials=1),
-        run_config=run_config(stop=_StopAllAtTwo()),
+        run_config=run_config(stop=StopAllAfter(2)),
     ).fit()
     assert len(grid) == 1
     restored = tune.Tuner.restore(grid.experiment_path, trainable=_counts).fit()

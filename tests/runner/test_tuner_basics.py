@@ -10,6 +10,7 @@ import pytest
 
 import fasttune as tune
 from tests.processes import gone
+from tests.runner._stoppers import StopAllAfter
 
 
 def quadratic(config):
@@ -86,17 +87,6 @@ def test_stop_dict_and_callable(run_config):
 
 
 def test_stopper_object_and_stop_all(run_config):
-    class StopAllAfter(tune.Stopper):
-        def __init__(self):
-            self.seen = 0
-
-        def __call__(self, trial_id, result):
-            self.seen += 1
-            return False
-
-        def stop_all(self):
-            return self.seen >= 5
-
     def forever(config):
         while True:
             tune.report({"x": 1})
@@ -104,7 +94,7 @@ def test_stopper_object_and_stop_all(run_config):
     grid = tune.Tuner(
         forever,
         tune_config=tune.TuneConfig(num_samples=3),
-        run_config=run_config(stop=StopAllAfter()),
+        run_config=run_config(stop=StopAllAfter(5)),
     ).fit()
     assert grid.num_terminated == 3 and grid.num_errors == 0
     # stop_all() ends the experiment at the result that made it say so, as on Ray Tune:
