@@ -52,22 +52,22 @@ def _new_dir(parent: str, prefix: str) -> str:
 
 
 def save_dir(
-    write: Callable[[str], None], checkpoint_dir: str | None, logdir: str, index: int
+    write: Callable[[str], None], checkpoint_dir: str | None, logdir: str, iteration: int
 ) -> str:
     """Run ``write(directory)`` for a checkpoint and return the checkpoint's directory.
 
     Args:
         write: Fills a directory with the checkpoint.
         checkpoint_dir: Where to write (created if missing); None writes atomically
-            to ``<logdir>/checkpoint_<index>`` through :func:`staged_dir`.
+            to ``<logdir>/checkpoint_<iteration>`` through :func:`staged_dir`.
         logdir: The trainable's directory.
-        index: Number of the default checkpoint directory.
+        iteration: Number of the default checkpoint directory.
     """
     if checkpoint_dir is not None:
         os.makedirs(checkpoint_dir, exist_ok=True)
         write(checkpoint_dir)
         return os.path.abspath(checkpoint_dir)
-    final = os.path.join(logdir, checkpoint_dir_name(index))
+    final = os.path.join(logdir, checkpoint_dir_name(iteration))
     with staged_dir(final, logdir) as staging:
         write(staging)
     return final

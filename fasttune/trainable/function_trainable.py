@@ -45,6 +45,8 @@ class FunctionTrainable(Trainable):
         self._stopping = False
         self._finished = False
         self._step_start = time.time()
+        info = self._trial_info
+        self._checkpoint_index = info.checkpoint_index if info is not None else 0
         self._restored_copies: list[str] = []
 
     def _make_session(self) -> TrialSession:
@@ -189,6 +191,8 @@ class FunctionTrainable(Trainable):
         self._end_function()
         self._fn_config = new_config
         self._finished = False
+        info = self._trial_info
+        self._checkpoint_index = info.checkpoint_index if info is not None else 0
         return True
 
     # ------------------------------------------------------------------ checkpoints

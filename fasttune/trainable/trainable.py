@@ -71,9 +71,6 @@ class Trainable(LegacyTrainableAPI):
         self._trial_info = trial_info
         self._storage = storage
         self._experiment_id = (trial_info and trial_info.experiment_id) or uuid.uuid4().hex
-        # The number of the next checkpoint directory made in the trial's folder, as
-        # Ray numbers them (checkpoint_000000, then 1, ...), above any it has already.
-        self._checkpoint_index = trial_info.checkpoint_index if trial_info is not None else 0
 
         self._reset_counters()
         self._warmup_time: float | None = None
@@ -243,27 +240,19 @@ class Trainable(LegacyTrainableAPI):
         """Save the trainable's state and return the checkpoint directory.
 
         Args:
-            checkpoint_dir: Where to save; by default the next numbered directory in
-                the trial's folder, ``<logdir>/checkpoint_000000`` first.
+            checkpoint_dir: Where to save; by default ``<logdir>/checkpoint_<iteration>``.
             prevent_upload: Accepted for compatibility.
 
         Returns:
             The checkpoint directory, which :meth:`restore` accepts.
         """
-        path = staging.save_dir(
-            self._save_into, checkpoint_dir, self.logdir, self._checkpoint_index
-        )
-        if checkpoint_dir is None:
-            self._checkpoint_index += 1
-        return path
+        return staging.save_dir(self._save_into, checkpoint_dir, self.logdir, self._iteration)
 
     def _save_into(self, directory: str) -> None:
         returned = self.save_checkpoint(directory)
         kind, relative = ckpt_io.store_payload(directory, returned)
         state = self.get_state()
-        state.update(
-            payload_kind=kind, payload_path=relative, checkpoint_index=self._checkpoint_index
-        )
+        state.update(payload_kind=kind, payload_path=relative)
         ckpt_io.write_state(directory, state)
 
     def has_checkpoint_state(self) -> bool:
@@ -303,8 +292,6 @@ class Trainable(LegacyTrainableAPI):
             self._time_total = state["time_total"]
             self._episodes_total = state["episodes_total"]
             self._last_result = state["last_result"]
-            if "checkpoint_index" in state:  # never number a later one the same
-                self._checkpoint_index = max(self._checkpoint_index, state["checkpoint_index"] + 1)
             payload = ckpt_io.load_payload(root, state["payload_kind"], state["payload_path"])
         else:
             payload = root
@@ -334,7 +321,6 @@ class Trainable(LegacyTrainableAPI):
         self._storage = storage
         if trial_info is not None:
             self._trial_info = trial_info
-            self._checkpoint_index = trial_info.checkpoint_index
             if trial_info.experiment_id:
                 self._experiment_id = trial_info.experiment_id
         self._result_logger.flush()

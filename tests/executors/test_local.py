@@ -116,7 +116,7 @@ def test_relative_trial_dir_follows_the_driver_cwd(
     saved = of(wait_for(executor, has(TrialSaved, launch.trial_id)), TrialSaved)[0]
     assert result["cwd"] == str(tmp_path / "rel")
     assert result["orig_dir"] == str(tmp_path)
-    assert saved.checkpoint_path == str(tmp_path / "rel" / "checkpoint_000000")
+    assert saved.checkpoint_path == str(tmp_path / "rel" / "checkpoint_000001")
 
 
 def test_workers_see_the_driver_environment_at_start(executor, make_launch, wait_for, monkeypatch):

@@ -249,18 +249,17 @@ def test_best_dataframes_and_checkpoint(trials, experiment_dir):
     assert list(analysis.best_dataframe["score"]) == SCORES["E"]
     assert list(analysis.best_result_df.index) == [trials[4].trial_id]
     assert analysis.best_result_df["score"].iloc[0] == 10
-    # E's checkpoints were taken at iterations 4, 8 and 12 (scores -6, 10, 10): first wins,
-    # the second checkpoint (numbered from 0, as Ray numbers them).
-    assert os.path.basename(analysis.best_checkpoint.path) == "checkpoint_000001"
+    # E's checkpoints were taken at iterations 4, 8 and 12 (scores -6, 10, 10): first wins.
+    assert os.path.basename(analysis.best_checkpoint.path) == "checkpoint_000008"
 
 
 def test_get_best_and_last_checkpoint(analysis, trials):
-    c_trial = analysis.trials[2]  # scores at iterations 4, 8, 12: 10, 0, 9 (checkpoints 0-2)
+    c_trial = analysis.trials[2]  # scores at iterations 4, 8, 12: 10, 0, 9
     best = analysis.get_best_checkpoint(c_trial, "score", "min")
-    assert os.path.basename(best.path) == "checkpoint_000001"
+    assert os.path.basename(best.path) == "checkpoint_000008"
     by_path = analysis.get_best_checkpoint(c_trial.local_path, "score", "max")
-    assert os.path.basename(by_path.path) == "checkpoint_000000"
-    assert os.path.basename(analysis.get_last_checkpoint(c_trial).path) == "checkpoint_000002"
+    assert os.path.basename(by_path.path) == "checkpoint_000004"
+    assert os.path.basename(analysis.get_last_checkpoint(c_trial).path) == "checkpoint_000012"
     # Without a trial: the last checkpoint of the best trial by the given metric.
     last = analysis.get_last_checkpoint(metric="score", mode="min")
     assert os.path.dirname(last.path) == trials[0].local_path
@@ -279,9 +278,9 @@ def test_kept_checkpoints_follow_the_checkpoint_config(make_trial, experiment_di
     analysis = ExperimentAnalysis(experiment_dir, trials=[trial])
     kept = [m["score"] for _, m in analysis._checkpoints(trial)]
     assert kept == [7, 9]  # the two best, best last (as Ray)
-    assert os.path.basename(analysis.get_last_checkpoint(trial).path) == "checkpoint_000004"
+    assert os.path.basename(analysis.get_last_checkpoint(trial).path) == "checkpoint_000005"
     on_disk = sorted(n for n in os.listdir(trial.local_path) if n.startswith("checkpoint_"))
-    assert on_disk == ["checkpoint_000001", "checkpoint_000003", "checkpoint_000004"]
+    assert on_disk == ["checkpoint_000002", "checkpoint_000004", "checkpoint_000005"]
 
 
 def test_remote_experiment(trials, experiment_dir):
@@ -295,6 +294,6 @@ def test_remote_experiment(trials, experiment_dir):
         assert name_of(best) == "A"
         checkpoint = analysis.get_best_checkpoint(best, "score", "max")
         assert "memory" in checkpoint.filesystem.type_name
-        assert checkpoint.path == f"{best.local_path}/checkpoint_000000"  # iteration 4's
+        assert checkpoint.path == f"{best.local_path}/checkpoint_000004"
     finally:
         fs.delete("/analysis_test")

@@ -34,10 +34,10 @@ def test_from_path_reads_metrics_config_and_checkpoints(make_trial):
     assert result.filesystem.type_name == "local"
 
     names = [os.path.basename(c.path) for c, _ in result.best_checkpoints]
-    assert names == ["checkpoint_000000", "checkpoint_000001", "checkpoint_000002"]
+    assert names == ["checkpoint_000001", "checkpoint_000002", "checkpoint_000003"]
     assert [m["training_iteration"] for _, m in result.best_checkpoints] == [1, 2, 3]
     assert [m["score"] for _, m in result.best_checkpoints] == [1.0, 3.0, 2.0]
-    assert result.checkpoint == Checkpoint(os.path.join(trial.local_path, "checkpoint_000002"))
+    assert result.checkpoint == Checkpoint(os.path.join(trial.local_path, "checkpoint_000003"))
     with open(os.path.join(result.checkpoint.path, "state.json")) as f:
         assert json.load(f) == {"iteration": 3}
 
@@ -55,7 +55,7 @@ def test_from_path_ignores_staging_and_hidden_dirs(make_trial):
     with open(os.path.join(trial.local_path, "checkpoint_000005"), "w") as f:
         f.write("a file, not a checkpoint directory")
     result = Result.from_path(trial.local_path)
-    assert [os.path.basename(c.path) for c, _ in result.best_checkpoints] == ["checkpoint_000000"]
+    assert [os.path.basename(c.path) for c, _ in result.best_checkpoints] == ["checkpoint_000002"]
 
 
 def test_checkpoint_metrics_fall_back_to_the_matching_iteration(make_trial):
@@ -192,11 +192,11 @@ def checkpointed(make_trial):
 @pytest.mark.parametrize(
     ("metric", "mode", "expected"),
     [
-        ("score", "max", "checkpoint_000001"),
-        ("score", "min", "checkpoint_000000"),
-        ("nested/loss", "max", "checkpoint_000000"),
-        ("nested/loss", "min", "checkpoint_000001"),
-        ("training_iteration", "max", "checkpoint_000002"),
+        ("score", "max", "checkpoint_000002"),
+        ("score", "min", "checkpoint_000001"),
+        ("nested/loss", "max", "checkpoint_000001"),
+        ("nested/loss", "min", "checkpoint_000002"),
+        ("training_iteration", "max", "checkpoint_000003"),
     ],
 )
 def test_get_best_checkpoint(checkpointed, metric, mode, expected):
@@ -262,7 +262,7 @@ def test_from_path_on_a_remote_filesystem(make_trial):
         assert "memory" in result.checkpoint.filesystem.type_name
         with result.filesystem.open_input_stream(f"{result.path}/result.json") as f:
             assert b'"score": 2.0' in f.read()
-        assert result.checkpoint.path.endswith("/results_test/trial/checkpoint_000001")
+        assert result.checkpoint.path.endswith("/results_test/trial/checkpoint_000002")
         local = result.checkpoint.to_directory()
         try:
             with open(os.path.join(local, "state.json")) as f:

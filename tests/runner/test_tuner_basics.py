@@ -65,9 +65,9 @@ def test_class_trainable_checkpoints_at_end_and_num_samples(run_config):
     for result in grid:
         assert result.metrics["n"] == result.config["limit"]
         assert result.checkpoint is not None  # class trainables save at the end
-        # their only checkpoint, numbered by index; it holds the last iteration
-        assert os.path.basename(result.checkpoint.path) == "checkpoint_000000"
-        assert result.best_checkpoints[0][1]["n"] == result.config["limit"]
+        assert (
+            os.path.basename(result.checkpoint.path) == f"checkpoint_{result.config['limit']:06d}"
+        )
 
 
 def test_stop_dict_and_callable(run_config):
@@ -266,7 +266,7 @@ def test_checkpoint_frequency_is_exact_whatever_the_lookahead(run_config):
     names = sorted(n for n in os.listdir(result.path) if n.startswith("checkpoint_"))
     # every 3rd iteration, plus the final one (checkpoint_at_end), nothing past iteration 10
     assert names == [
-        "checkpoint_000000", "checkpoint_000001", "checkpoint_000002", "checkpoint_000003"
+        "checkpoint_000003", "checkpoint_000006", "checkpoint_000009", "checkpoint_000010"
     ]  # fmt: skip
     assert [m["n"] for _, m in result.best_checkpoints] == [3, 6, 9, 10]
 

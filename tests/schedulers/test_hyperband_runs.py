@@ -117,9 +117,8 @@ def test_promoted_trials_resume_from_their_checkpoints(trainable, run_config):
     assert resumed
     if trainable is Counter:
         by_x = {r.config["x"]: r for r in grid}
-        for x in resumed:  # its pause at 3 saved its first checkpoint
-            saved = dict((os.path.basename(c.path), m) for c, m in by_x[x].best_checkpoints)
-            assert saved["checkpoint_000000"]["training_iteration"] == 3
+        for x in resumed:
+            assert os.path.isdir(os.path.join(by_x[x].path, "checkpoint_000003"))
 
 
 class InterruptAtTheMilestone(tune.Callback):
