@@ -481,16 +481,16 @@ class TuneController:
             self._raise = exception_of(event.exception, event.error)
         self.lifecycle.error(trial)
         self.spec.scheduler.on_trial_error(self.view, trial)
-        tell_search_of_end(self.spec.search_alg, trial, error=True)
+        tell_search_of_end(self.spec.search_alg, trial, None)
         self.search_completed.add(trial.trial_id)  # saved with the next search state
         self._callback("on_trial_error", trial)
         self.lifecycle.told(trial)
 
     def _completed(self, trial: Trial) -> None:
         """Tell the plugins and callbacks that ``trial`` has TERMINATED."""
-        # Flattened, as Ray gives it (a nested metric is read as "val/loss")
-        self.spec.scheduler.on_trial_complete(self.view, trial, flatten_result(trial.last_result))
-        tell_search_of_end(self.spec.search_alg, trial, error=False)
+        last_flat = flatten_result(trial.last_result)  # as Ray gives it: "val/loss"
+        self.spec.scheduler.on_trial_complete(self.view, trial, last_flat)
+        tell_search_of_end(self.spec.search_alg, trial, last_flat)
         # Saved with the next search state (before the next new trial starts, or at the
         # next snapshot); a restore tells the searcher what finished after that save.
         self.search_completed.add(trial.trial_id)

@@ -13,7 +13,7 @@ from typing import Any
 from fasttune import result as R
 from fasttune._internal.base_records import KeptLines
 from fasttune._internal.launcher import resume_point
-from fasttune._internal.result_pipeline import tell_search_of_end
+from fasttune._internal.result_pipeline import last_flat_or_none, tell_search_of_end
 from fasttune._internal.state_loading import LoadedExperiment
 from fasttune._internal.trial_state import trial_from_state
 from fasttune._support.flatten import flatten_result
@@ -117,7 +117,7 @@ def restore_plugin_state(controller: Any, loaded: LoadedExperiment) -> None:
         # Trials that finished after the search state was last saved: tell it now.
         for trial in controller.trials:
             if trial.is_finished() and trial.trial_id not in loaded.search_completed:
-                tell_search_of_end(spec.search_alg, trial, error=trial.status == TrialStatus.ERROR)
+                tell_search_of_end(spec.search_alg, trial, last_flat_or_none(trial))
         controller.search_completed.update(t.trial_id for t in controller.trials if t.is_finished())
     if loaded.scheduler_state is not None and hasattr(spec.scheduler, "set_state"):
         spec.scheduler.set_state(loaded.scheduler_state)
@@ -292,7 +292,7 @@ def _fast_forward_search(controller: Any) -> None:
         if trial.is_finished():
             # At once: under a concurrency limit (max_concurrent_trials) the next sample
             # is drawn only once a live trial has ended, as it was in the lost run.
-            tell_search_of_end(search_alg, trial, error=trial.status is TrialStatus.ERROR)
+            tell_search_of_end(search_alg, trial, last_flat_or_none(trial))
             controller.search_completed.add(trial.trial_id)
     logger.warning(
         "The search state of %s was missing or damaged: the search algorithm started "

@@ -13,20 +13,26 @@ from fasttune._internal.run_spec import RunSpec
 from fasttune._support.flatten import flatten_result
 from fasttune._support.noop_hooks import is_noop_hook
 from fasttune.error import TuneValueError
-from fasttune.experiment.trial import Trial
+from fasttune.experiment.trial import Trial, TrialStatus
 
 CONTINUE, PAUSE, STOP, NOOP = "CONTINUE", "PAUSE", "STOP", "NOOP"
 _NOT_METRICS = frozenset({R.CONFIG})
 
 
-def tell_search_of_end(search_alg: Any, trial: Trial, *, error: bool) -> None:
+def tell_search_of_end(search_alg: Any, trial: Trial, last_flat: dict[str, Any] | None) -> None:
     """``search_alg.on_trial_complete`` as Ray calls it: with the trial's last result
-    flattened (``"val/loss"``, as a metric names it) when it finished, with no result
-    (``error=True``) when it failed."""
-    if error:
+    flattened (``last_flat``: ``"val/loss"``, as a metric names it) when it finished;
+    with no result and ``error=True`` when it failed (``last_flat`` None)."""
+    if last_flat is None:
         search_alg.on_trial_complete(trial.trial_id, None, error=True)
     else:
-        search_alg.on_trial_complete(trial.trial_id, flatten_result(trial.last_result))
+        search_alg.on_trial_complete(trial.trial_id, last_flat)
+
+
+def last_flat_or_none(trial: Trial) -> dict[str, Any] | None:
+    """For :func:`tell_search_of_end`: a finished trial's last result flattened, None for
+    one that failed."""
+    return None if trial.status is TrialStatus.ERROR else flatten_result(trial.last_result)
 
 
 class ResultPipeline:

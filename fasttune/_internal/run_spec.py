@@ -71,7 +71,8 @@ class RunSpec:
     last_result_only: bool = False
     # A callback of the user's reads every result and may ask for a checkpoint in it
     # (Ray's should_checkpoint, set in the result it is given): trials wait for the
-    # callbacks as for a decision (the scheduler's flow; grants after the callbacks).
+    # callbacks as for a decision (the lookahead bound, flow_control.CALLBACKS_ONLY,
+    # where no scheduler decides; each grant after the callbacks).
     callbacks_decide: bool = False
     # Trials start in FIFO order on reused workers of an executor that can queue trials
     # behind a running one, this many (0: none): short trials are queued

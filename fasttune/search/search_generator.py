@@ -34,8 +34,15 @@ import cloudpickle
 
 from fasttune._support.noop_hooks import forwarding_hook
 from fasttune.search._presets import check_num_samples
-from fasttune.search._spec_paths import assign_value, parse_spec_vars, resolve_nested_dict
+from fasttune.search._spec_paths import parse_spec_vars, resolve_nested_dict
 from fasttune.search._spec_view import contains_unresolved, is_unresolved, path_str
+from fasttune.search._suggested_config import (
+    compute_functions,
+    in_order,
+    is_function,
+    key_order,
+    without_functions,
+)
 from fasttune.search.basic_variant import BasicVariantGenerator
 from fasttune.search.search_algorithm import SearchAlgorithm, Suggestion, check_state_kind
 from fasttune.search.searcher import Searcher
@@ -96,7 +103,7 @@ class SearchGenerator(SearchAlgorithm):
     ) -> bool:
         """Pass metric, mode and the space (less its ``sample_from`` values) to the
         searcher; returns what it returns."""
-        config = _without_functions(config)
+        config = without_functions(config)
         took = _set_searcher_properties(self.searcher, metric, mode, config, **spec)
         self._properties_set = True
         self._searcher_took_space = bool(took)
@@ -122,8 +129,8 @@ class SearchGenerator(SearchAlgorithm):
         check_num_samples(num_samples)
         name = type(self.searcher).__name__
         _, domain_vars, grid_vars = parse_spec_vars(space)
-        functions = [(path, domain) for path, domain in domain_vars if _is_function(domain)]
-        domain_vars = [(path, domain) for path, domain in domain_vars if not _is_function(domain)]
+        functions = [(path, domain) for path, domain in domain_vars if is_function(domain)]
+        domain_vars = [(path, domain) for path, domain in domain_vars if not is_function(domain)]
         if grid_vars:
             paths = ", ".join(f"`{path_str(path)}`" for path, _ in grid_vars)
             raise ValueError(
@@ -143,7 +150,7 @@ class SearchGenerator(SearchAlgorithm):
             )
         self._base = _constant_part(space)
         self._functions = functions
-        self._order = _key_order(space)
+        self._order = key_order(space)
         self._num_samples = int(num_samples)
         self._configured = True
 
@@ -174,8 +181,8 @@ class SearchGenerator(SearchAlgorithm):
                 f"Searcher.FINISHED, got {type(suggested).__name__}: {suggested!r}."
             )
         config = _merged(copy.deepcopy(self._base), copy.deepcopy(suggested))
-        _compute_functions(config, self._functions)
-        config = _in_order(config, self._order)
+        compute_functions(config, self._functions)
+        config = in_order(config, self._order)
         self._counter += 1
         flat = resolve_nested_dict(suggested)
         return Suggestion(
@@ -312,67 +319,6 @@ def _constant_part(space: dict[str, Any]) -> dict[str, Any]:
         elif not contains_unresolved(value):
             constant[key] = copy.deepcopy(value)
     return constant
-
-
-def _is_function(domain: Any) -> bool:
-    is_function = getattr(domain, "is_function", None)
-    return bool(callable(is_function) and is_function())
-
-
-def _without_functions(space: Any) -> Any:
-    """``space`` without its ``sample_from`` values (at any depth of dicts)."""
-    if not isinstance(space, dict):
-        return space
-    return {
-        key: _without_functions(value) for key, value in space.items() if not _is_function(value)
-    }
-
-
-_FUNCTION_PASSES = 8
-
-
-def _compute_functions(config: dict[str, Any], functions: list[tuple[Any, Any]]) -> None:
-    """Set each ``sample_from`` value of ``config`` from the config, as Ray does after a
-    searcher's suggestion: in passes, so that one may read another's value."""
-    waiting = list(functions)
-    for _ in range(_FUNCTION_PASSES):
-        failed: list[tuple[Any, Any]] = []
-        error: Exception | None = None
-        for path, domain in waiting:
-            try:
-                assign_value(config, path, domain.sample(config=config))
-            except (KeyError, AttributeError, TypeError) as e:  # reads one not set yet
-                failed.append((path, domain))
-                error = e
-        if not failed:
-            return
-        if len(failed) == len(waiting):
-            break
-        waiting = failed
-    path, domain = waiting[0]
-    raise ValueError(
-        f"`{path_str(path)}` = {domain!r} could not be computed from the suggested config "
-        f"({type(error).__name__}: {error}). Its function may read the config's other "
-        "values (config['a'] or spec.config.a); make sure those exist in param_space."
-    )
-
-
-def _key_order(space: dict[str, Any]) -> dict[str, Any]:
-    return {k: _key_order(v) if isinstance(v, dict) else None for k, v in space.items()}
-
-
-def _in_order(config: dict[str, Any], order: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with the keys of ``order`` first, in that order (nested dicts too)."""
-    if not order:
-        return config
-    ordered: dict[str, Any] = {}
-    for key, inner in order.items():
-        if key in config:
-            value = config[key]
-            ordered[key] = _in_order(value, inner) if inner and isinstance(value, dict) else value
-    for key, value in config.items():
-        ordered.setdefault(key, value)
-    return ordered
 
 
 def _merged(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
