@@ -11,6 +11,7 @@ from typing import Any
 from fasttune import result as R
 from fasttune._internal.checkpoint_manager import CheckpointManager
 from fasttune._support.gc_pause import paused_gc
+from fasttune.error import ExperimentNotFoundError
 from fasttune.experiment.trial import Trial, TrialStatus
 from fasttune.results import _trial_files as files
 from fasttune.storage.filesystem import FileSystem
@@ -34,11 +35,15 @@ def scan_trials(
     With ``pickles=False`` configs come from ``params.json`` only (nothing unpickled).
 
     Raises:
-        FileNotFoundError: ``experiment_path`` is not a directory.
+        ExperimentNotFoundError: ``experiment_path`` is not a directory (a
+            ``FileNotFoundError``, and a ``ValueError`` as Ray's ExperimentAnalysis raises).
         ValueError: It holds no trial directory (the message lists what it holds).
     """
     if not fs.isdir(experiment_path):
-        raise FileNotFoundError(f"Experiment directory {experiment_path!r} does not exist.")
+        raise ExperimentNotFoundError(
+            f"Experiment directory {experiment_path!r} does not exist. Pass the experiment "
+            "directory, <storage_path>/<name>."
+        )
     names = [n for n in fs.listdir(experiment_path) if not n.startswith(".")]
     trial_dirs = [n for n in names if is_trial_dir(fs, fs.join(experiment_path, n))]
     if not trial_dirs:

@@ -171,6 +171,8 @@ def test_experiment_state_files_are_used_when_present(trials, experiment_dir):
 def test_missing_directory(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere"):
         ExperimentAnalysis(str(tmp_path / "nowhere"))
+    with pytest.raises(ValueError, match="nowhere"):  # what Ray's raises
+        ExperimentAnalysis(str(tmp_path / "nowhere"))
 
 
 def test_directory_without_trials_lists_its_contents(trials, experiment_dir):
