@@ -20,15 +20,19 @@ def staged_dir(final: str, parent: str) -> Iterator[str]:
     """A new directory in ``parent`` to fill, moved to ``final`` when the block succeeds.
 
     An existing ``final`` is replaced; if the block raises, the staging directory
-    is removed instead, so no half-written checkpoint appears under ``final``.
+    is removed instead, so no half-written checkpoint appears under ``final``. The
+    folder keeps the permissions ``mkdir`` gave it, whatever the block copied onto it
+    (``shutil.copytree`` gives it the source's: a ``TemporaryDirectory``'s 0700).
     """
     # Imported here: the fork server imports it once it serves, so its first workers
     # start sooner (and those that checkpoint import it at their first checkpoint).
     import shutil
 
     staging = _new_dir(parent, ".checkpoint_tmp_")
+    mode = os.stat(staging).st_mode
     try:
         yield staging
+        os.chmod(staging, mode)
         if os.path.exists(final):
             shutil.rmtree(final)
         os.replace(staging, final)

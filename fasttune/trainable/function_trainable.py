@@ -135,10 +135,8 @@ class FunctionTrainable(Trainable):
         import shutil  # here: the fork server imports it after it is ready
 
         with staged_dir(final, self._logdir) as staging:
-            mode = os.stat(staging).st_mode
             with checkpoint.as_directory() as source:
                 shutil.copytree(source, staging, dirs_exist_ok=True)
-            os.chmod(staging, mode)  # not the source's (a TemporaryDirectory's is 0700)
             state = self.get_state()
             state.update(
                 iteration=self._iteration + 1,
